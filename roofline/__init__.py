@@ -1,0 +1,53 @@
+"""roofline: will twice the FLOP/s train your model twice as fast?
+
+Capture the operators of a real PyTorch step (:func:`trace`, :func:`capture`),
+look devices up in a cited registry (:func:`get_device`), place every op on the
+roofline (:func:`analyze`) and predict the speedup of a device swap or a what-if
+device (:func:`compare`, :func:`what_if`, :func:`sweep`).
+
+The layers only import downwards: capture -> hardware -> analysis -> presentation.
+"""
+
+from roofline.analysis import Analysis, Comparison, Options, analyze, compare, sweep, what_if
+from roofline.tracing import (
+    Capture,
+    FakeModeError,
+    OpRecord,
+    RooflineWarning,
+    Trace,
+    capture,
+    register_formula,
+    trace,
+)
+from roofline.hardware import (
+    DeviceSpec,
+    get_device,
+    list_devices,
+    load_device,
+    register_device,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Analysis",
+    "Capture",
+    "Comparison",
+    "DeviceSpec",
+    "FakeModeError",
+    "OpRecord",
+    "Options",
+    "RooflineWarning",
+    "Trace",
+    "analyze",
+    "capture",
+    "compare",
+    "get_device",
+    "list_devices",
+    "load_device",
+    "register_device",
+    "register_formula",
+    "sweep",
+    "trace",
+    "what_if",
+]

@@ -1,0 +1,5 @@
+import sys
+
+from roofline.presentation.cli import main
+
+sys.exit(main())

@@ -1,0 +1,34 @@
+"""Hardware specs: datasheet peaks of accelerators and CPUs, and a registry to look them up.
+
+Examples
+--------
+>>> from roofline.hardware import get_device
+>>> h100 = get_device("NVIDIA H100 80GB HBM3")
+>>> h100.peak_flops_per_s("bf16") / 1e12
+989.4
+>>> round(h100.ridge_point("bf16"))
+295
+"""
+
+from roofline.hardware.registry import (
+    AmbiguousDeviceError,
+    UnknownDeviceError,
+    get_device,
+    list_devices,
+    load_device,
+    register_device,
+)
+from roofline.hardware.spec import DeviceSpec, DeviceSpecError, HostLink, Interconnect
+
+__all__ = [
+    "AmbiguousDeviceError",
+    "DeviceSpec",
+    "DeviceSpecError",
+    "HostLink",
+    "Interconnect",
+    "UnknownDeviceError",
+    "get_device",
+    "list_devices",
+    "load_device",
+    "register_device",
+]

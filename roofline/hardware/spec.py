@@ -1,0 +1,420 @@
+"""The :class:`DeviceSpec` model: datasheet peaks of one accelerator or CPU.
+
+All numbers are stored in base units (FLOP/s, bytes/s, bytes, Hz, W, s). Validators
+accept datasheet strings (``"989.4 TFLOPS"``, ``"3.35 TB/s"``) and reject values that
+look off by a unit prefix, zero/negative peaks, unknown dtype keys and sparse peaks
+above twice the dense peak.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+
+from roofline.hardware.units import (
+    DTYPES,
+    VECTOR_DTYPES,
+    canonical_dtype,
+    check_plausible,
+    format_quantity,
+    parse_quantity,
+)
+
+__all__ = [
+    "DEFAULT_LAUNCH_OVERHEAD_SECONDS",
+    "DeviceSpec",
+    "DeviceSpecError",
+    "HostLink",
+    "Interconnect",
+    "device_file_schema",
+]
+
+Kind = Literal["gpu", "tpu", "accelerator", "cpu"]
+Unit = Literal["matrix", "vector"]
+
+#: Per-kernel launch/dispatch latency assumed by the overhead model when a device does
+#: not set ``launch_overhead_seconds``. A modelling constant, not a datasheet value:
+#: a CUDA kernel launch costs a few microseconds of host time (NVIDIA's CUDA Graphs
+#: guide, https://docs.nvidia.com/dl-cuda-graph/cuda-graph-basics/cuda-graph.html;
+#: 4-6 us measured per launch, https://susun-blog.com/blog/pegainfer-3-cuda-graph).
+#: For TPUs, other accelerators and CPU eager-op dispatch no vendor figure exists; the
+#: same order of magnitude is assumed (see https://horace.io/brrr_intro.html on
+#: framework overhead). Calibration replaces it with a measured value.
+DEFAULT_LAUNCH_OVERHEAD_SECONDS: dict[str, float] = {
+    "gpu": 5e-6,
+    "tpu": 5e-6,
+    "accelerator": 5e-6,
+    "cpu": 5e-6,
+}
+
+# Pass ``context={"plausibility": False}`` to model_validate to skip the unit-prefix
+# range checks (used for what-if devices, whose scaled peaks may leave the range).
+_NO_PLAUSIBILITY = "plausibility"
+
+
+class DeviceSpecError(ValueError):
+    """A device description failed validation; the message names file, device and field."""
+
+
+def _parser(kind: str) -> BeforeValidator:
+    return BeforeValidator(lambda value: parse_quantity(value, kind))
+
+
+def _checker(kind: str, allow_zero: bool = False) -> AfterValidator:
+    def check(value: float, info: ValidationInfo) -> float:
+        if value < 0 or (value == 0 and not allow_zero):
+            raise ValueError(f"must be {'>= 0' if allow_zero else '> 0'}, got {value:g}")
+        if (info.context or {}).get(_NO_PLAUSIBILITY, True):
+            check_plausible(value, kind)
+        return value
+
+    return AfterValidator(check)
+
+
+def _schema(doc: str) -> WithJsonSchema:
+    return WithJsonSchema({"anyOf": [{"type": "number"}, {"type": "string"}], "description": doc})
+
+
+FlopsPerS = Annotated[
+    float,
+    _parser("flops"),
+    _checker("flops"),
+    _schema("FLOP/s (OP/s for int): number or e.g. '989.4 TFLOPS'"),
+]
+BytesPerS = Annotated[
+    float,
+    _parser("bandwidth"),
+    _checker("bandwidth"),
+    _schema("bytes/s: number or e.g. '3.35 TB/s', '4800 Gbps'"),
+]
+Bytes = Annotated[
+    float, _parser("bytes"), _checker("bytes"), _schema("bytes: number or e.g. '80 GB', '141 GiB'")
+]
+CacheBytes = Annotated[
+    float, _parser("cache"), _checker("cache"), _schema("bytes: number or e.g. '50 MB'")
+]
+Hertz = Annotated[float, _parser("hz"), _checker("hz"), _schema("Hz: number or e.g. '1980 MHz'")]
+Watts = Annotated[float, _parser("watts"), _checker("watts"), _schema("W: number or e.g. '700 W'")]
+Seconds = Annotated[
+    float,
+    _parser("seconds"),
+    _checker("seconds", allow_zero=True),
+    _schema("seconds: number or e.g. '5 us'"),
+]
+
+
+class Interconnect(BaseModel):
+    """Device-to-device link (NVLink, Infinity Fabric, ICI, RoCE ports, ...)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: str = Field(description="Link family and generation, e.g. 'NVLink 4'.")
+    bandwidth_bytes_per_s: BytesPerS
+    direction: Literal["bidirectional", "unidirectional"] = Field(
+        description="Whether the bandwidth counts both directions or one."
+    )
+
+
+# Per-lane, per-direction payload rate in bytes/s after line encoding, by PCIe generation.
+_PCIE_LANE_BYTES_PER_S = {1: 0.25e9, 2: 0.5e9, 3: 0.985e9, 4: 1.969e9, 5: 3.938e9, 6: 7.563e9}
+
+
+class HostLink(BaseModel):
+    """PCIe link to the host CPU."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    pcie_gen: Literal[1, 2, 3, 4, 5, 6]
+    lanes: Literal[1, 2, 4, 8, 16]
+
+    @property
+    def bandwidth_bytes_per_s(self) -> float:
+        """Per-direction bandwidth in bytes/s (e.g. Gen5 x16: about 63 GB/s)."""
+        return _PCIE_LANE_BYTES_PER_S[self.pcie_gen] * self.lanes
+
+
+def _peak_table(allowed: tuple[str, ...]) -> Any:
+    """Before-validator normalising dtype keys of a peak table."""
+
+    def normalise(table: Any) -> Any:
+        if table is None:
+            return {}
+        if not isinstance(table, dict):
+            return table  # let pydantic report the type error
+        out: dict[str, Any] = {}
+        for key, value in table.items():
+            try:
+                dtype = canonical_dtype(key)
+            except ValueError:
+                dtype = ""
+            if dtype not in allowed:
+                raise ValueError(f"unknown dtype key {key!r}; expected one of {', '.join(allowed)}")
+            out[dtype] = value
+        return out
+
+    return normalise
+
+
+class DeviceSpec(BaseModel):
+    """Datasheet description of one device (one GPU, one TPU chip, one CPU socket).
+
+    Peaks are dense unless stated: 2:4 structured-sparsity figures live in
+    ``matrix_sparse_flops_per_s`` and are never used as dense peaks. Integer peaks are OP/s.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1, description="Display name, e.g. 'H100 SXM'.")
+    vendor: str = Field(min_length=1)
+    kind: Kind
+    aliases: list[str] = Field(
+        default_factory=list, description="Other names, incl. torch.cuda.get_device_name() strings."
+    )
+    form_factor: str | None = None
+    matrix_flops_per_s: dict[str, FlopsPerS] = Field(
+        default_factory=dict, description="Dense peaks of matrix units (tensor cores, MXU, AMX)."
+    )
+    matrix_sparse_flops_per_s: dict[str, FlopsPerS] = Field(
+        default_factory=dict, description="2:4 structured-sparsity peaks, kept apart from dense."
+    )
+    vector_flops_per_s: dict[str, FlopsPerS] = Field(
+        default_factory=dict, description="Peaks of non-matrix units (CUDA cores, SIMD)."
+    )
+    memory_bytes: Bytes | None = None
+    bandwidth_bytes_per_s: BytesPerS = Field(description="Main-memory (HBM/GDDR/DRAM) bandwidth.")
+    cache_bytes: CacheBytes | None = Field(None, description="Last-level cache.")
+    compute_units: int | None = Field(None, gt=0, description="SMs / CUs / cores / TensorCores.")
+    boost_clock_hz: Hertz | None = None
+    tdp_watts: Watts | None = None
+    interconnect: Interconnect | None = None
+    host_link: HostLink | None = None
+    launch_overhead_seconds: Seconds = Field(
+        description="Per-kernel launch latency of the overhead model (modelling constant)."
+    )
+    efficiency: dict[str, float] = Field(
+        default_factory=dict, description="Achievable fractions of peak in (0, 1]; empty = peaks."
+    )
+    measured: bool = False
+    sources: dict[str, str] = Field(default_factory=dict, description="Field group -> URL.")
+    notes: list[str] = Field(default_factory=list)
+
+    normalise_matrix_keys = field_validator(
+        "matrix_flops_per_s", "matrix_sparse_flops_per_s", mode="before"
+    )(_peak_table(DTYPES))
+    normalise_vector_keys = field_validator("vector_flops_per_s", mode="before")(
+        _peak_table(VECTOR_DTYPES)
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_launch_overhead(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("launch_overhead_seconds") is None:
+            default = DEFAULT_LAUNCH_OVERHEAD_SECONDS.get(str(data.get("kind")))
+            if default is not None:
+                note = (
+                    f"launch_overhead_seconds = {format_quantity(default, 'seconds')} is the "
+                    f"modelling default for kind '{data['kind']}', not a datasheet value."
+                )
+                data = {**data, "launch_overhead_seconds": default}
+                data["notes"] = [*(data.get("notes") or []), note]
+        return data
+
+    @field_validator("efficiency")
+    @classmethod
+    def _check_efficiency(cls, value: dict[str, float]) -> dict[str, float]:
+        for key, fraction in value.items():
+            if key not in ("matrix", "vector", "memory"):
+                raise ValueError(
+                    f"unknown efficiency key {key!r}; expected matrix, vector or memory"
+                )
+            if not 0 < fraction <= 1:
+                raise ValueError(f"efficiency[{key!r}] = {fraction} is not in (0, 1]")
+        return value
+
+    @model_validator(mode="after")
+    def _check_sparse(self) -> DeviceSpec:
+        for dtype, sparse in self.matrix_sparse_flops_per_s.items():
+            dense = self.matrix_flops_per_s.get(dtype)
+            if dense is None:
+                continue
+            if sparse > 2.0 * dense * 1.01:
+                raise ValueError(
+                    f"matrix_sparse_flops_per_s[{dtype!r}] = {format_quantity(sparse, 'flops')} is "
+                    f"more than 2x the dense {format_quantity(dense, 'flops')}; 2:4 sparsity at "
+                    f"most doubles the dense peak"
+                )
+            if sparse < dense:
+                raise ValueError(
+                    f"matrix_sparse_flops_per_s[{dtype!r}] = {format_quantity(sparse, 'flops')} is "
+                    f"below the dense {format_quantity(dense, 'flops')}; dense and sparse swapped?"
+                )
+        return self
+
+    def __hash__(self) -> int:  # dict fields are unhashable; hash the canonical JSON instead
+        return hash(self.model_dump_json())
+
+    # ------------------------------------------------------------------ queries
+    def peak_flops_per_s(self, dtype: Any, unit: Unit = "matrix") -> float | None:
+        """Dense datasheet peak for ``dtype`` on the matrix or vector units.
+
+        Parameters
+        ----------
+        dtype : torch.dtype or str
+            E.g. ``torch.bfloat16``, ``"bf16"``, ``"float32"``, ``"tf32"``, ``"float8_e4m3fn"``.
+        unit : {"matrix", "vector"}
+            Tensor/matrix cores or the non-matrix (CUDA core / SIMD) units.
+
+        Returns
+        -------
+        float or None
+            FLOP/s (OP/s for int dtypes); None where the device has no such unit or dtype.
+
+        Raises
+        ------
+        ValueError
+            For an unknown dtype name or unit.
+        """
+        key = canonical_dtype(dtype)
+        if unit == "matrix":
+            return self.matrix_flops_per_s.get(key)
+        if unit == "vector":
+            return self.vector_flops_per_s.get(key)
+        raise ValueError(f"unit must be 'matrix' or 'vector', got {unit!r}")
+
+    def ridge_point(self, dtype: Any = "bf16", unit: Unit = "matrix") -> float | None:
+        """Ridge point of the roofline in FLOP/byte: peak FLOP/s over memory bytes/s."""
+        peak = self.peak_flops_per_s(dtype, unit)
+        return None if peak is None else peak / self.bandwidth_bytes_per_s
+
+    def attainable_flops_per_s(self, dtype: Any, unit: Unit = "matrix") -> float | None:
+        """Peak times ``efficiency[unit]`` (the peak itself when no efficiency is set)."""
+        peak = self.peak_flops_per_s(dtype, unit)
+        return None if peak is None else peak * self.efficiency.get(unit, 1.0)
+
+    @property
+    def attainable_bandwidth_bytes_per_s(self) -> float:
+        """Bandwidth times ``efficiency['memory']`` (the peak when not set)."""
+        return self.bandwidth_bytes_per_s * self.efficiency.get("memory", 1.0)
+
+    # ------------------------------------------------------------------ variants
+    def with_overrides(self, **fields: Any) -> DeviceSpec:
+        """Copy with ``fields`` replaced and everything re-validated.
+
+        Values may be datasheet strings, e.g.
+        ``spec.with_overrides(bandwidth_bytes_per_s="4.8 TB/s")``.
+
+        Raises
+        ------
+        DeviceSpecError
+            If the result does not validate; the message names the device and field.
+        """
+        data = {**self.model_dump(), **fields}
+        return validate_device(data, origin="with_overrides()")
+
+    def scaled(
+        self, flops: float = 1.0, bandwidth: float = 1.0, name: str | None = None
+    ) -> DeviceSpec:
+        """What-if device: every peak times ``flops``, memory bandwidth times ``bandwidth``.
+
+        Parameters
+        ----------
+        flops : float
+            Factor applied to all matrix, sparse and vector peaks; must be > 0.
+        bandwidth : float
+            Factor applied to ``bandwidth_bytes_per_s``; must be > 0.
+        name : str, optional
+            Defaults to e.g. ``"H100 SXM (2x FLOP/s)"``.
+
+        Raises
+        ------
+        ValueError
+            If a factor is not a finite number > 0.
+        """
+        for label, factor in (("flops", flops), ("bandwidth", bandwidth)):
+            if (
+                isinstance(factor, bool)
+                or not isinstance(factor, (int, float))
+                or not 0 < factor < float("inf")
+            ):
+                raise ValueError(f"{label} factor must be a finite number > 0, got {factor!r}")
+        parts = [
+            f"{flops:g}x FLOP/s" if flops != 1 else "",
+            f"{bandwidth:g}x bandwidth" if bandwidth != 1 else "",
+        ]
+        label = ", ".join(p for p in parts if p) or "1x"
+        data = self.model_dump()
+        for table in ("matrix_flops_per_s", "matrix_sparse_flops_per_s", "vector_flops_per_s"):
+            data[table] = {k: v * flops for k, v in data[table].items()}
+        data.update(
+            name=name or f"{self.name} ({label})",
+            aliases=[],
+            bandwidth_bytes_per_s=self.bandwidth_bytes_per_s * bandwidth,
+            notes=[
+                *self.notes,
+                f"What-if variant of {self.name}: peaks x{flops:g}, bandwidth x{bandwidth:g}.",
+            ],
+        )
+        return validate_device(data, origin="scaled()", plausibility=False)
+
+
+def validate_device(data: Any, origin: str, *, plausibility: bool = True) -> DeviceSpec:
+    """Validate ``data`` into a :class:`DeviceSpec`, wrapping errors in :class:`DeviceSpecError`.
+
+    Parameters
+    ----------
+    data : mapping
+        Raw fields, e.g. one entry of a YAML data file.
+    origin : str
+        Where the data came from (a file path); it leads the error message.
+    plausibility : bool
+        Whether to apply the unit-prefix range checks.
+    """
+    try:
+        return DeviceSpec.model_validate(data, context={_NO_PLAUSIBILITY: plausibility})
+    except ValidationError as exc:
+        name = data.get("name", "<unnamed>") if isinstance(data, dict) else "<not a mapping>"
+        problems = "; ".join(_describe(err) for err in exc.errors())
+        raise DeviceSpecError(f"{origin}: device '{name}': {problems}") from exc
+
+
+def _describe(err: Any) -> str:
+    message = str(err["msg"]).removeprefix("Value error, ")
+    field = ".".join(str(part) for part in err["loc"])
+    return f"field '{field}': {message}" if field else message
+
+
+def device_file_schema() -> dict[str, Any]:
+    """JSON Schema of a device data file: one device or a list of devices."""
+    schema = DeviceSpec.model_json_schema(ref_template="#/$defs/{model}")
+    defs = schema.pop("$defs", {})
+    # launch_overhead_seconds has a per-kind default filled in before validation.
+    schema["required"] = [f for f in schema.get("required", []) if f != "launch_overhead_seconds"]
+    defs["DeviceSpec"] = schema
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "roofline device file",
+        "description": "One device or a list of devices; see docs/devices.md.",
+        "anyOf": [
+            {"$ref": "#/$defs/DeviceSpec"},
+            {"type": "array", "items": {"$ref": "#/$defs/DeviceSpec"}},
+        ],
+        "$defs": defs,
+    }
+
+
+def device_file_schema_json() -> str:
+    """:func:`device_file_schema` as the text stored in ``data/schema.json``."""
+    return json.dumps(device_file_schema(), indent=2, sort_keys=True) + "\n"

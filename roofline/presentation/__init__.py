@@ -1,0 +1,1 @@
+"""Presentation: tables, plots and the command line."""

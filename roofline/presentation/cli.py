@@ -1,0 +1,165 @@
+"""The ``roofline`` command line (also ``python -m roofline``)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+import time
+import traceback
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+_DTYPES = {"fp32": None, "float32": None, "tf32": None, "bf16": torch.bfloat16,
+           "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}
+
+
+def _progress(args: argparse.Namespace, text: str) -> None:
+    if not args.json:
+        print(text, file=sys.stderr, flush=True)
+
+
+def _trace(args: argparse.Namespace) -> Any:
+    from roofline.presentation.models import load_model
+    from roofline.tracing import trace
+
+    if args.dtype not in _DTYPES:
+        raise ValueError(f"unknown --dtype {args.dtype!r}; choose from {', '.join(_DTYPES)}")
+    zm = load_model(args.model, batch_size=args.batch_size, seq_len=args.seq_len)
+    fake = args.fake or any(p.device.type == "meta" for p in zm.model.parameters())
+    inputs = zm.train_inputs if args.train else zm.inputs
+    optimizer = (torch.optim.AdamW(zm.model.parameters(), foreach=True)
+                 if args.train else None)
+    if not args.train:
+        zm.model.eval()
+    mode = "training step" if args.train else "inference"
+    _progress(args, f"tracing {zm.name} ({mode}, {args.dtype}{', fake tensors' if fake else ''})"
+                    "...")
+    start = time.perf_counter()
+    amp = _DTYPES[args.dtype]
+    with contextlib.ExitStack() as stack:
+        if amp is not None:
+            stack.enter_context(torch.autocast("cpu", dtype=amp))
+        grad = contextlib.nullcontext() if args.train else torch.no_grad()
+        with grad:
+            t = trace(zm.model, *inputs, train=args.train, optimizer=optimizer, fake=fake,
+                      loss_fn=_scalar_loss if args.train else None)
+    _progress(args, f"traced {len(t.ops)} ops in {time.perf_counter() - start:.1f} s")
+    t.meta.update(model=zm.name, dtype=args.dtype, **{k: v for k, v in zm.config.items()
+                                                      if isinstance(v, (int, float, str))})
+    return t
+
+
+def _scalar_loss(out: Any) -> torch.Tensor:
+    if isinstance(out, torch.Tensor) and out.numel() == 1:
+        return out
+    if isinstance(out, torch.Tensor):
+        return out.float().sum()  # a surrogate loss for models that return outputs
+    raise ValueError(f"cannot make a loss from a {type(out).__name__} output")
+
+
+def _options(args: argparse.Namespace) -> dict[str, Any]:
+    opts: dict[str, Any] = {"tf32_matmul": args.dtype == "tf32"}
+    if args.host_seconds:
+        opts["host_seconds"] = args.host_seconds
+    return opts
+
+
+def cmd_analyze(args: argparse.Namespace) -> str:
+    from roofline.analysis import analyze, compare
+    from roofline.presentation import tables
+
+    t = _trace(args)
+    a = analyze(t, args.device, **_options(args))
+    if args.compare:
+        c = compare(t, args.device, args.compare, **_options(args))
+        if args.json:
+            return json.dumps(tables.comparison_dict(c), indent=2, default=str)
+        return tables.analysis_table(a, args.top) + "\n\n" + tables.comparison_table(c)
+    if args.json:
+        return json.dumps(tables.analysis_dict(a, args.top), indent=2, default=str)
+    return tables.analysis_table(a, args.top)
+
+
+def cmd_what_if(args: argparse.Namespace) -> str:
+    from roofline.analysis import what_if
+    from roofline.presentation import tables
+
+    t = _trace(args)
+    c = what_if(t, args.device, flops=args.flops, bandwidth=args.bandwidth, **_options(args))
+    if args.json:
+        return json.dumps(tables.comparison_dict(c), indent=2, default=str)
+    return tables.comparison_table(c)
+
+
+def cmd_devices(args: argparse.Namespace) -> str:
+    from roofline.hardware import list_devices
+    from roofline.presentation.devices import devices_to_json, format_devices_table
+
+    specs = list_devices(vendor=args.vendor)
+    return devices_to_json(specs) if args.json else format_devices_table(specs)
+
+
+def _model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="zoo name (gpt2, bert-base, resnet50, vit-b16, mobilenet, "
+                                 "mlp, llama-7b), transformers:<Config> or package.module:factory")
+    p.add_argument("--device", required=True, help="device name, e.g. h100, a100, mi300x")
+    p.add_argument("--train", action="store_true", help="trace a training step (AdamW)")
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--seq-len", type=int)
+    p.add_argument("--dtype", default="fp32", help="fp32, tf32, bf16 or fp16 (mixed precision)")
+    p.add_argument("--fake", action="store_true", help="fake tensors: allocate nothing")
+    p.add_argument("--host-seconds", type=float, default=0.0,
+                   help="time per step off the device (data loading), kept fixed")
+    p.add_argument("--top", type=int, default=15, help="ops to list")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="roofline", description="Will 2x the FLOP/s make your model 2x faster?")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("analyze", help="per-op roofline of a model on a device")
+    _model_args(p)
+    p.add_argument("--compare", help="second device: predicted speedup and why")
+    p.set_defaults(func=cmd_analyze)
+
+    p = sub.add_parser("what-if", help="speedup if the device had more FLOP/s or bandwidth")
+    _model_args(p)
+    p.add_argument("--flops", type=float, default=2.0, help="FLOP/s factor")
+    p.add_argument("--bandwidth", type=float, default=1.0, help="bandwidth factor")
+    p.set_defaults(func=cmd_what_if)
+
+    p = sub.add_parser("devices", help="the hardware registry")
+    p.add_argument("--vendor")
+    p.set_defaults(func=cmd_devices)
+
+    for p in sub.choices.values():
+        p.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                       help="machine-readable output")
+        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                       help="show tracebacks")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; errors are one line (``--debug`` shows the traceback)."""
+    args = build_parser().parse_args(argv)
+    try:
+        print(args.func(args))
+    except Exception as e:
+        if args.debug:
+            traceback.print_exc()
+        msg = str(e).strip().strip("'\"") or type(e).__name__
+        print(f"roofline: error: {msg}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

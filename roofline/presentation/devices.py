@@ -1,0 +1,76 @@
+"""Plain-text and JSON views of device specs (``roofline devices``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+from roofline.hardware import DeviceSpec
+
+__all__ = ["device_row", "devices_to_json", "format_devices_table"]
+
+HEADERS = (
+    "Name",
+    "Vendor",
+    "BF16 matrix TFLOPS",
+    "FP32 vector TFLOPS",
+    "Bandwidth TB/s",
+    "Memory GB",
+    "Ridge FLOP/B (BF16)",
+)
+
+
+def _fmt(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def device_row(spec: DeviceSpec) -> tuple[str, ...]:
+    """The cells of one table row: name, vendor, peaks, bandwidth, memory, ridge point.
+
+    Missing values (no BF16 matrix unit, no published figure) are shown as ``-``.
+    """
+    bf16 = spec.peak_flops_per_s("bf16", "matrix")
+    fp32 = spec.peak_flops_per_s("fp32", "vector")
+    memory = spec.memory_bytes
+    ridge = spec.ridge_point("bf16", "matrix")
+    return (
+        spec.name,
+        spec.vendor,
+        _fmt(None if bf16 is None else bf16 / 1e12),
+        _fmt(None if fp32 is None else fp32 / 1e12),
+        _fmt(spec.bandwidth_bytes_per_s / 1e12, 3),
+        _fmt(None if memory is None else memory / 1e9, 0),
+        _fmt(ridge, 0),
+    )
+
+
+def format_devices_table(specs: Iterable[DeviceSpec]) -> str:
+    """Plain-text table of devices for the CLI, one row per device.
+
+    Parameters
+    ----------
+    specs : iterable of DeviceSpec
+        E.g. ``roofline.hardware.list_devices()``.
+
+    Returns
+    -------
+    str
+        Left-aligned text columns, numbers right-aligned, no trailing newline.
+    """
+    rows = [HEADERS, *(device_row(spec) for spec in specs)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(HEADERS))]
+
+    def line(row: tuple[str, ...]) -> str:
+        cells = [
+            cell.ljust(w) if i < 2 else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        return "  ".join(cells).rstrip()
+
+    rule = "  ".join("-" * w for w in widths)
+    return "\n".join([line(rows[0]), rule, *(line(row) for row in rows[1:])])
+
+
+def devices_to_json(specs: Iterable[DeviceSpec]) -> str:
+    """JSON list of the full specs in base units (FLOP/s, bytes/s, bytes, Hz, W, s)."""
+    return json.dumps([spec.model_dump(mode="json") for spec in specs], indent=2)

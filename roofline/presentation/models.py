@@ -1,0 +1,77 @@
+"""Resolve a CLI ``MODEL`` string: a zoo name, ``transformers:<Config>`` or ``pkg.mod:factory``."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import torch
+
+from roofline.zoo import ZooModel, get_model
+
+
+def load_model(spec: str, *, batch_size: int | None = None, seq_len: int | None = None,
+               image_size: int | None = None) -> ZooModel:
+    """Build the model a CLI user named, with example inputs."""
+    if spec.startswith("transformers:"):
+        return _transformers(spec.split(":", 1)[1], batch_size or 8, seq_len or 128)
+    if ":" in spec:
+        return _factory(spec, batch_size=batch_size, seq_len=seq_len, image_size=image_size)
+    return get_model(spec, batch_size=batch_size, seq_len=seq_len, image_size=image_size)
+
+
+def _transformers(config_name: str, batch_size: int, seq_len: int) -> ZooModel:
+    """A Hugging Face model built from its config class (random init, no download)."""
+    try:
+        import transformers
+    except ImportError as e:
+        raise ValueError("transformers: models need `pip install transformers`") from e
+    config_cls = getattr(transformers, config_name, None)
+    if config_cls is None or not config_name.endswith("Config"):
+        raise ValueError(f"transformers has no config class {config_name!r} "
+                         "(use e.g. transformers:GPT2Config)")
+    config = config_cls()
+    model = None
+    for auto in ("AutoModelForCausalLM", "AutoModelForMaskedLM", "AutoModel"):
+        try:
+            model = getattr(transformers, auto).from_config(config)
+            break
+        except ValueError:
+            continue
+    if model is None:
+        raise ValueError(f"no transformers model class accepts {config_name}")
+    vocab = getattr(config, "vocab_size", 1000)
+    ids = torch.randint(0, vocab, (batch_size, seq_len))
+
+    class _LM(torch.nn.Module):
+        def __init__(self, inner: torch.nn.Module) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, input_ids: torch.Tensor, labels: torch.Tensor | None = None) -> Any:
+            out = self.inner(input_ids=input_ids, labels=labels)
+            return out.loss if labels is not None else out[0]
+
+    wrapped = _LM(model)
+    return ZooModel(config_name, wrapped, (ids,), (ids, ids),
+                    f"transformers {type(model).__name__} from {config_name}",
+                    {"batch_size": batch_size, "seq_len": seq_len})
+
+
+def _factory(spec: str, **kwargs: Any) -> ZooModel:
+    """``package.module:factory``: the factory returns a ZooModel or ``(model, inputs)``."""
+    module_name, _, attr = spec.partition(":")
+    try:
+        factory = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as e:
+        raise ValueError(f"cannot import {spec!r}: {e}") from e
+    accepted = {k: v for k, v in kwargs.items() if v is not None}
+    made = factory(**accepted)
+    if isinstance(made, ZooModel):
+        return made
+    if isinstance(made, tuple) and len(made) == 2 and isinstance(made[0], torch.nn.Module):
+        model, inputs = made
+        inputs = inputs if isinstance(inputs, tuple) else (inputs,)
+        return ZooModel(attr, model, inputs, inputs, spec, dict(accepted))
+    raise ValueError(f"{spec} must return a roofline.zoo.ZooModel or (model, inputs), "
+                     f"got {type(made).__name__}")

@@ -1,0 +1,90 @@
+"""Plain-text tables and JSON-ready dicts for analyses and comparisons."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from roofline.analysis import Analysis, Comparison
+
+
+def si(x: float, unit: str = "") -> str:
+    """``1.23 G`` style formatting."""
+    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g} {prefix}{unit}"
+    return f"{x:.3g} {unit}".rstrip()
+
+
+def seconds(x: float) -> str:
+    if x >= 1:
+        return f"{x:.3f} s"
+    if x >= 1e-3:
+        return f"{x * 1e3:.3f} ms"
+    return f"{x * 1e6:.1f} us"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    fmt = "  ".join(f"{{:<{w}}}" if i < 2 else f"{{:>{w}}}" for i, w in enumerate(widths))
+    lines = [fmt.format(*header), fmt.format(*["-" * w for w in widths])]
+    lines += [fmt.format(*r) for r in rows]
+    return "\n".join(lines)
+
+
+def analysis_table(a: Analysis, top: int = 15) -> str:
+    """Top ops by predicted time, then the totals by bound and category."""
+    rows = []
+    total = a.seconds or 1.0
+    for op, s, bound in a.top(top):
+        module = op.module if len(op.module) <= 40 else "..." + op.module[-37:]
+        rows.append([op.name.removeprefix("aten."), module or "-", op.phase, op.dtype, bound,
+                     si(op.flops), si(op.bytes, "B"), f"{op.intensity:.3g}", seconds(s),
+                     f"{s / total:.1%}"])
+    out = [f"{a.device.name}: predicted step {seconds(a.seconds)} "
+           f"({len(a.trace.ops)} ops, {si(a.trace.total_flops, 'FLOP')}, "
+           f"{si(a.trace.total_bytes, 'B')}), achieved {si(a.achieved_flops_per_s, 'FLOP/s')}"
+           f" = {a.mfu:.1%} of peak",
+           "",
+           _table(["op", "module", "phase", "dtype", "bound", "FLOPs", "bytes", "FLOP/B",
+                   "time", "share"], rows),
+           "",
+           "by bound:    " + ", ".join(f"{k} {v['fraction']:.1%}"
+                                       for k, v in a.by_bound().items() if v["seconds"]),
+           "by category: " + ", ".join(f"{k} {v['fraction']:.1%}"
+                                       for k, v in list(a.by_category().items())[:8]),
+           "by phase:    " + ", ".join(f"{k} {v['fraction']:.1%}"
+                                       for k, v in a.by_phase().items())]
+    if a.assumptions:
+        out += ["", "assumptions:"] + [f"  - {x}" for x in a.assumptions]
+    return "\n".join(out)
+
+
+def comparison_table(c: Comparison) -> str:
+    """Per-category times on both devices and the explanation."""
+    rows = [[k, "", seconds(v["src_seconds"]), seconds(v["dst_seconds"]),
+             f"{v['speedup']:.2f}x"] for k, v in c.by_category().items() if v["src_seconds"]]
+    return "\n".join([
+        f"{c.src.device.name} -> {c.dst.device.name}: predicted speedup {c.speedup:.2f}x "
+        f"({seconds(c.src.seconds)} -> {seconds(c.dst.seconds)})", "",
+        _table(["category", "", c.src.device.name, c.dst.device.name, "speedup"], rows), "",
+        c.explain()])
+
+
+def analysis_dict(a: Analysis, top: int = 15) -> dict[str, Any]:
+    return {
+        "device": a.device.name, "seconds": a.seconds, "device_seconds": a.device_seconds,
+        "host_seconds": a.host_seconds, "total_flops": a.trace.total_flops,
+        "total_bytes": a.trace.total_bytes, "achieved_flops_per_s": a.achieved_flops_per_s,
+        "mfu": a.mfu, "by_bound": a.by_bound(), "by_category": a.by_category(),
+        "by_phase": a.by_phase(), "assumptions": a.assumptions,
+        "uncounted": {k: v.count for k, v in a.trace.uncounted.items()},
+        "top_ops": [{"name": op.name, "module": op.module, "phase": op.phase,
+                     "dtype": op.dtype, "bound": b, "flops": op.flops, "bytes": op.bytes,
+                     "seconds": s} for op, s, b in a.top(top)],
+    }
+
+
+def comparison_dict(c: Comparison) -> dict[str, Any]:
+    return {"src": analysis_dict(c.src), "dst": analysis_dict(c.dst), "speedup": c.speedup,
+            "by_category": c.by_category(), "by_bound": c.by_bound(),
+            "limits": c.speedup_limits(), "explanation": c.explain()}

@@ -1,0 +1,515 @@
+"""FLOP formulas for the op families torch.utils.flop_counter leaves out.
+
+Conventions (one place, used everywhere):
+
+* A FLOP is one floating-point operation; a multiply-add is 2 FLOPs.
+* Pointwise ops cost, per output element, the arithmetic of their defining
+  formula; a transcendental (exp, log, tanh, erf, sqrt, rsqrt, sin, cos) or a
+  comparison/select counts 1. The per-op counts are in the tables below.
+* Reductions cost one FLOP per input element (a sum of n values is n-1 adds,
+  rounded to n), plus the final arithmetic per output element where there is
+  some (mean: one divide).
+* Causal attention counts only the query-key pairs the kernel computes: with
+  torch's top-left causal mask, query ``i`` sees keys ``0..i``, so a square
+  ``L x L`` head computes ``L(L+1)/2`` pairs instead of ``L^2``. Each pair costs
+  ``2 d_qk`` (QK^T) plus ``2 d_v`` (PV) FLOPs forward; the backward recomputes the
+  scores and runs four more matmuls, 2.5x the forward, as torch counts it. The
+  softmax inside fused attention is not counted (FlashAttention's convention).
+* Data movement (copies, gathers, views, allocation) is 0 FLOPs; see
+  :mod:`roofline.tracing.ops` for the ops registered as such.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from torch.utils.flop_counter import sdpa_backward_flop_count, sdpa_flop_count
+
+from roofline.tracing.ops import (
+    aten,
+    copy_from_src,
+    fused_optimizer,
+    gather,
+    no_bytes,
+    register_formula,
+    register_no_flops,
+    write_only,
+)
+
+
+def numel(shape: Any) -> int:
+    """Elements of a shape; of the first shape for a tuple/list of outputs."""
+    if shape is None:
+        return 0
+    if isinstance(shape, (list, tuple)) and shape and not isinstance(shape[0], int):
+        return numel(shape[0])
+    return math.prod(shape)
+
+
+def _total(shapes: Sequence[Any]) -> int:
+    return sum(math.prod(s) for s in shapes if s is not None)
+
+
+# --- pointwise --------------------------------------------------------------------
+
+_POINTWISE: dict[int, list[Any]] = {
+    # x + y, x * y, |x|, max(x, 0), x > y, where(c, x, y), exp(x), sqrt(x), ...
+    1: [aten.add, aten.sub, aten.mul, aten.div, aten.neg, aten.abs, aten.reciprocal,
+        aten.rsub, aten.sqrt, aten.rsqrt, aten.exp, aten.exp2, aten.expm1, aten.log,
+        aten.log1p, aten.log2, aten.sin, aten.cos, aten.tanh, aten.erf, aten.relu,
+        aten.clamp_min, aten.clamp_max, aten.maximum, aten.minimum, aten.eq, aten.ne,
+        aten.lt, aten.le, aten.gt, aten.ge, aten.where, aten.masked_fill, aten.sign,
+        aten.floor, aten.ceil, aten.round, aten.trunc, aten.square, aten.pow,
+        aten.threshold, aten.threshold_backward, aten.logical_not, aten.logical_and,
+        aten.logical_or, aten.isnan, aten.isinf, aten.fmod, aten.remainder,
+        aten.xlogy, aten.erfinv, aten.atan2, aten.sgn],
+    # clamp(x, lo, hi) = min(max(x, lo), hi); hardtanh (ReLU6) likewise;
+    # hardtanh_backward: two compares select grad; leaky_relu: compare + scale
+    2: [aten.clamp, aten.hardtanh, aten.hardtanh_backward, aten.leaky_relu,
+        aten.leaky_relu_backward],
+    # addcmul: a + v*b*c; addcdiv: a + v*b/c; lerp: a + w*(b-a); softplus: log(1+exp(x));
+    # sigmoid_backward: g*y*(1-y); tanh_backward: g*(1-y^2); hardsigmoid: clamp(x/6+1/2)
+    3: [aten.addcmul, aten.addcdiv, aten.lerp, aten.softplus, aten.sigmoid_backward,
+        aten.tanh_backward, aten.hardsigmoid, aten.elu],
+    # sigmoid: 1/(1+exp(-x)); hardswish: x*clamp(x/6+1/2)
+    4: [aten.sigmoid, aten.hardswish, aten.hardsigmoid_backward],
+    # silu: x*sigmoid(x); mish: x*tanh(softplus(x))
+    5: [aten.silu, aten.mish, aten.elu_backward, aten.softplus_backward],
+    # silu_backward: s = sigmoid(x) (4), g*s*(1 + x*(1-s)) (5)
+    9: [aten.silu_backward, aten.hardswish_backward],
+}
+
+for _cost, _ops in _POINTWISE.items():
+    def _make(cost: int) -> Any:
+        def pointwise_flop(*args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+            if out_shape is None:  # in-place: the mutated self
+                return cost * numel(args[0])
+            return cost * numel(out_shape)
+        return pointwise_flop
+
+    register_formula(*_ops, category="pointwise")(_make(_cost))
+
+
+@register_formula(aten.gelu, category="pointwise")
+def gelu_flop(x: Any, *args: Any, approximate: str = "none", out_shape: Any = None) -> int:
+    # erf form: 0.5*x*(1+erf(x/sqrt2)) = 5;
+    # tanh form: 0.5*x*(1+tanh(k*(x+0.044715*x^3))) = x^3 (2) + 7 = 9
+    return (9 if approximate == "tanh" else 5) * numel(x)
+
+
+@register_formula(aten.gelu_backward, category="pointwise")
+def gelu_backward_flop(grad: Any, x: Any, *args: Any, approximate: str = "none",
+                       out_shape: Any = None) -> int:
+    # erf: cdf (4) + pdf x*exp(-x^2/2)/sqrt(2pi) (5) + cdf + x*pdf (2) + *grad (1) = 12;
+    # tanh: inner (4) + tanh (1) + 0.5(1+t) (2) + 1-t^2 (2) + k(1+3c x^2) (3)
+    #       + products (3) + sum (1) + *grad (1) = 17
+    return (17 if approximate == "tanh" else 12) * numel(grad)
+
+
+# --- reductions ---------------------------------------------------------------------
+
+@register_formula(aten.sum, aten.amax, aten.amin, aten.max, aten.min, aten.argmax,
+                  aten.argmin, aten.prod, aten.cumsum, aten.any, aten.all, aten.logsumexp,
+                  aten.nansum, category="reduction")
+def reduction_flop(x: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+    # one op per input element; max/min with two tensors are elementwise: same count
+    return numel(x)
+
+
+@register_formula(aten.mean, category="reduction")
+def mean_flop(x: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+    # sum (n) + one divide per output
+    return numel(x) + numel(out_shape)
+
+
+@register_formula(aten.var, aten.std, aten.var_mean, aten.std_mean, category="reduction")
+def var_flop(x: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+    # mean (n), x - mean (n), square (n), sum (n) + divides per output
+    return 4 * numel(x) + 2 * numel(out_shape)
+
+
+@register_formula(aten.linalg_vector_norm, aten.norm, category="reduction")
+def norm_flop(x: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+    # |x|^p (n) + sum (n) + root per output
+    return 2 * numel(x) + numel(out_shape)
+
+
+# --- softmax ----------------------------------------------------------------------------
+
+@register_formula(aten._softmax, aten._log_softmax, aten._safe_softmax,
+                  category="softmax")
+def softmax_flop(x: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+    # max (n), x - max (n), exp (n), sum (n), divide (n) -- log_softmax: log per row
+    # and a subtract instead of the divide: same 5n
+    return 5 * numel(x)
+
+
+@register_formula(aten._softmax_backward_data, aten._log_softmax_backward_data,
+                  category="softmax")
+def softmax_backward_flop(grad: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+    # softmax: s = sum(g*y) (2n), y*(g - s) (2n); log_softmax: g - exp(y)*sum(g) (4n)
+    return 4 * numel(grad)
+
+
+# --- normalization ----------------------------------------------------------------------
+
+def _affine(weight: Any, bias: Any) -> int:
+    return (weight is not None) + (bias is not None)
+
+
+@register_formula(aten.native_layer_norm, category="normalization")
+def layer_norm_flop(x: Any, normalized_shape: Any, weight: Any = None, bias: Any = None,
+                    *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+    # mean (n), x - mean (n), square (n), sum (n), * rstd (n) = 5n, + affine (n each)
+    return (5 + _affine(weight, bias)) * numel(x)
+
+
+@register_formula(aten.native_group_norm, category="normalization")
+def group_norm_flop(x: Any, weight: Any = None, bias: Any = None, *args: Any,
+                    out_shape: Any = None, **kwargs: Any) -> int:
+    return (5 + _affine(weight, bias)) * numel(x)
+
+
+@register_formula(aten.native_batch_norm, aten._native_batch_norm_legit,
+                  aten._native_batch_norm_legit_functional, aten._batch_norm_with_update,
+                  category="normalization")
+def batch_norm_flop(x: Any, weight: Any = None, bias: Any = None, *args: Any,
+                    out_shape: Any = None, **kwargs: Any) -> int:
+    # training: statistics (4n) + normalise (1n) + affine; running-stat update is per channel
+    return (5 + _affine(weight, bias)) * numel(x)
+
+
+@register_formula(aten._native_batch_norm_legit_no_training, aten._batch_norm_no_update,
+                  category="normalization")
+def batch_norm_inference_flop(x: Any, weight: Any = None, bias: Any = None, *args: Any,
+                              out_shape: Any = None, **kwargs: Any) -> int:
+    # (x - mean) * rstd: 2n, + affine
+    return (2 + _affine(weight, bias)) * numel(x)
+
+
+def _norm_backward(n: int, mask: Sequence[bool]) -> int:
+    # grad_input: xhat (2n), g*w (n), two row sums (3n), combine (4n) = 10n;
+    # grad_weight: sum(g*xhat) (2n); grad_bias: sum(g) (n)
+    return (10 * mask[0] + 2 * mask[1] + mask[2]) * n
+
+
+@register_formula(aten.native_layer_norm_backward, category="normalization")
+def layer_norm_backward_flop(grad: Any, x: Any, normalized_shape: Any, mean: Any, rstd: Any,
+                             weight: Any, bias: Any, output_mask: Sequence[bool],
+                             out_shape: Any = None, **kwargs: Any) -> int:
+    return _norm_backward(numel(x), output_mask)
+
+
+@register_formula(aten.native_batch_norm_backward, aten.batch_norm_backward,
+                  category="normalization")
+def batch_norm_backward_flop(grad: Any, x: Any, *args: Any, out_shape: Any = None,
+                             **kwargs: Any) -> int:
+    mask = next(a for a in args if isinstance(a, (list, tuple)) and len(a) == 3)
+    return _norm_backward(numel(x), mask)
+
+
+@register_formula(aten.native_group_norm_backward, category="normalization")
+def group_norm_backward_flop(grad: Any, x: Any, *args: Any, out_shape: Any = None,
+                             **kwargs: Any) -> int:
+    return _norm_backward(numel(x), args[-1])
+
+
+@register_formula(aten._fused_rms_norm, category="normalization")
+def rms_norm_flop(x: Any, normalized_shape: Any, weight: Any = None, *args: Any,
+                  out_shape: Any = None, **kwargs: Any) -> int:
+    # square (n), sum (n), * rstd (n), * weight (n)
+    return (3 + (weight is not None)) * numel(x)
+
+
+@register_formula(aten._fused_rms_norm_backward, category="normalization")
+def rms_norm_backward_flop(grad: Any, x: Any, normalized_shape: Any, rstd: Any, weight: Any,
+                           output_mask: Sequence[bool], out_shape: Any = None,
+                           **kwargs: Any) -> int:
+    # grad_input: g*w (n), xhat (n), row sum of g*w*xhat (2n), combine (3n) = 7n;
+    # grad_weight: sum(g*xhat) (2n)
+    return (7 * output_mask[0] + 2 * output_mask[1]) * numel(x)
+
+
+# --- attention (CPU kernel missing from torch's registry; causal-aware everywhere) -----
+
+def _causal_pairs(s_q: int, s_k: int) -> int:
+    # top-left aligned causal mask: query i attends keys 0..i (clipped at s_k)
+    full = min(s_q, s_k)
+    return full * (full + 1) // 2 + max(0, s_q - s_k) * s_k
+
+
+def _attention(q: Any, k: Any, v: Any, is_causal: bool, backward: bool) -> int:
+    flops = (sdpa_backward_flop_count(q[:-1] + v[-1:], q, k, v) if backward
+             else sdpa_flop_count(q, k, v))
+    if is_causal:
+        s_q, s_k = q[-2], k[-2]
+        flops = flops * _causal_pairs(s_q, s_k) // (s_q * s_k)
+    return flops
+
+
+@register_formula(aten._scaled_dot_product_flash_attention_for_cpu,
+                  aten._scaled_dot_product_flash_attention, category="attention")
+def sdpa_flash_flop(q: Any, k: Any, v: Any, dropout_p: float = 0.0, is_causal: bool = False,
+                    *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+    return _attention(q, k, v, is_causal, backward=False)
+
+
+@register_formula(aten._scaled_dot_product_efficient_attention,
+                  aten._scaled_dot_product_cudnn_attention, category="attention")
+def sdpa_efficient_flop(q: Any, k: Any, v: Any, attn_bias: Any = None, lse: bool = False,
+                        dropout_p: float = 0.0, is_causal: bool = False, *args: Any,
+                        out_shape: Any = None, **kwargs: Any) -> int:
+    return _attention(q, k, v, is_causal, backward=False)
+
+
+@register_formula(aten._scaled_dot_product_flash_attention_for_cpu_backward,
+                  category="attention")
+def sdpa_flash_cpu_backward_flop(grad: Any, q: Any, k: Any, v: Any, out: Any, lse: Any,
+                                 dropout_p: float, is_causal: bool, *args: Any,
+                                 out_shape: Any = None, **kwargs: Any) -> int:
+    return _attention(q, k, v, is_causal, backward=True)
+
+
+@register_formula(aten._scaled_dot_product_flash_attention_backward, category="attention")
+def sdpa_flash_backward_flop(grad: Any, q: Any, k: Any, v: Any, *args: Any,
+                             out_shape: Any = None, **kwargs: Any) -> int:
+    return _attention(q, k, v, bool(args[7]), backward=True)  # is_causal is arg 11
+
+
+@register_formula(aten._scaled_dot_product_efficient_attention_backward, category="attention")
+def sdpa_efficient_backward_flop(grad: Any, q: Any, k: Any, v: Any, *args: Any,
+                                 out_shape: Any = None, is_causal: bool = False,
+                                 **kwargs: Any) -> int:
+    causal = bool(args[7]) if len(args) > 7 else is_causal  # is_causal is arg 11
+    return _attention(q, k, v, causal, backward=True)
+
+
+@register_formula(aten._scaled_dot_product_cudnn_attention_backward, category="attention")
+def sdpa_cudnn_backward_flop(grad: Any, q: Any, k: Any, v: Any, *args: Any,
+                             out_shape: Any = None, **kwargs: Any) -> int:
+    return _attention(q, k, v, bool(args[10]), backward=True)  # is_causal is arg 14
+
+
+# --- embedding, losses, pooling, upsampling, dropout -------------------------------
+
+register_no_flops("embedding", aten.embedding, bytes_rule=gather)
+
+
+@register_formula(aten.embedding_dense_backward, category="embedding")
+def embedding_backward_flop(grad: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+    # scatter-add of each gradient row into the weight gradient
+    return numel(grad)
+
+
+@register_formula(aten.nll_loss_forward, aten.nll_loss2d_forward, category="loss")
+def nll_loss_flop(x: Any, target: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+    # gather one log-probability per target and sum them (weights: one more multiply)
+    return 2 * numel(target)
+
+
+@register_formula(aten.nll_loss_backward, aten.nll_loss2d_backward, category="loss")
+def nll_loss_backward_flop(grad: Any, x: Any, target: Any, *args: Any, out_shape: Any = None,
+                           **kwargs: Any) -> int:
+    # -grad * weight / total at one position per target
+    return 2 * numel(target)
+
+
+@register_formula(aten.mse_loss, aten.l1_loss, aten.smooth_l1_loss, aten.huber_loss,
+                  category="loss")
+def regression_loss_flop(x: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+    # difference (n), square/abs (n), reduce (n)
+    return 3 * numel(x)
+
+
+@register_formula(aten.mse_loss_backward, aten.smooth_l1_loss_backward,
+                  aten.huber_loss_backward, category="loss")
+def regression_loss_backward_flop(grad: Any, x: Any, *args: Any, out_shape: Any = None,
+                                  **kwargs: Any) -> int:
+    # 2 * (x - y) * g / n
+    return 3 * numel(x)
+
+
+@register_formula(aten.binary_cross_entropy, aten.binary_cross_entropy_with_logits,
+                  category="loss")
+def bce_flop(x: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+    # with logits: log-sigmoid of x and -x (about 6n) + weighting and sum (2n)
+    return 8 * numel(x)
+
+
+@register_formula(aten.binary_cross_entropy_backward, category="loss")
+def bce_backward_flop(grad: Any, x: Any, *args: Any, out_shape: Any = None,
+                      **kwargs: Any) -> int:
+    # g * (x - y) / (x (1 - x))
+    return 5 * numel(x)
+
+
+def _window(kernel: Sequence[int]) -> int:
+    k = list(kernel)
+    return math.prod(k * 2 if len(k) == 1 else k)
+
+
+@register_formula(aten.max_pool2d_with_indices, aten.max_pool2d, category="pooling")
+def max_pool_flop(x: Any, kernel_size: Sequence[int], *args: Any, out_shape: Any = None,
+                  **kwargs: Any) -> int:
+    # one compare per window element per output
+    return _window(kernel_size) * numel(out_shape)
+
+
+@register_formula(aten.avg_pool2d, category="pooling")
+def avg_pool_flop(x: Any, kernel_size: Sequence[int], *args: Any, out_shape: Any = None,
+                  **kwargs: Any) -> int:
+    # window sum + one divide per output
+    return (_window(kernel_size) + 1) * numel(out_shape)
+
+
+@register_formula(aten.max_pool2d_with_indices_backward, aten.avg_pool2d_backward,
+                  category="pooling")
+def pool_backward_flop(grad: Any, x: Any, kernel_size: Sequence[int], *args: Any,
+                       out_shape: Any = None, **kwargs: Any) -> int:
+    # max: route each gradient (an add into the input gradient); avg: divide + add per
+    # window element
+    return _window(kernel_size) * numel(grad)
+
+
+@register_formula(aten._adaptive_avg_pool2d, aten.adaptive_avg_pool2d, category="pooling")
+def adaptive_avg_pool_flop(x: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+    # every input element summed into one output, one divide per output
+    return numel(x) + numel(out_shape)
+
+
+@register_formula(aten._adaptive_avg_pool2d_backward, category="pooling")
+def adaptive_avg_pool_backward_flop(grad: Any, x: Any, *args: Any, out_shape: Any = None,
+                                    **kwargs: Any) -> int:
+    # grad / window, spread to each input element
+    return numel(x)
+
+
+register_no_flops("upsample", aten.upsample_nearest2d, aten.upsample_nearest1d,
+                  aten.upsample_nearest3d)
+
+
+@register_formula(aten.upsample_nearest2d_backward, category="upsample")
+def upsample_nearest_backward_flop(grad: Any, *args: Any, out_shape: Any = None,
+                                   **kwargs: Any) -> int:
+    # each gradient element added into its source pixel
+    return numel(grad)
+
+
+@register_formula(aten.upsample_bilinear2d, aten.upsample_bilinear2d_backward,
+                  category="upsample")
+def upsample_bilinear_flop(x: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+    # three lerps (3 FLOPs each) per output element; backward: the same per gradient element
+    return 9 * max(numel(out_shape), numel(x))
+
+
+@register_formula(aten.native_dropout, category="dropout")
+def dropout_flop(x: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+    # draw vs p (1), x * mask * scale (2)
+    return 3 * numel(x)
+
+
+@register_formula(aten.native_dropout_backward, category="dropout")
+def dropout_backward_flop(grad: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+    # g * mask * scale
+    return 2 * numel(grad)
+
+
+register_no_flops("dropout", aten.bernoulli, aten.rand, aten.rand_like, aten.randn,
+                  aten.randn_like, aten.uniform, aten.normal, aten.randint, aten.randint_like,
+                  aten.randperm, bytes_rule=write_only)
+
+
+# --- optimizers --------------------------------------------------------------------------
+
+_FOREACH: dict[int, list[Any]] = {
+    1: [aten._foreach_add, aten._foreach_add_, aten._foreach_sub, aten._foreach_sub_,
+        aten._foreach_mul, aten._foreach_mul_, aten._foreach_div, aten._foreach_div_,
+        aten._foreach_neg, aten._foreach_neg_, aten._foreach_sqrt, aten._foreach_sqrt_,
+        aten._foreach_reciprocal, aten._foreach_reciprocal_, aten._foreach_maximum,
+        aten._foreach_maximum_, aten._foreach_minimum, aten._foreach_minimum_,
+        aten._foreach_clamp_min, aten._foreach_clamp_min_, aten._foreach_clamp_max,
+        aten._foreach_clamp_max_, aten._foreach_abs, aten._foreach_abs_, aten._foreach_exp,
+        aten._foreach_exp_, aten._foreach_sign, aten._foreach_sign_, aten._foreach_pow,
+        aten._foreach_pow_, aten._foreach_rsqrt, aten._foreach_rsqrt_],
+    # a + v*b*c, a + v*b/c, a + w*(b - a)
+    3: [aten._foreach_addcmul, aten._foreach_addcmul_, aten._foreach_addcdiv,
+        aten._foreach_addcdiv_, aten._foreach_lerp, aten._foreach_lerp_],
+    # |x|^2 (n) and the sum (n) per tensor
+    2: [aten._foreach_norm],
+}
+
+for _cost, _ops in _FOREACH.items():
+    def _make_foreach(cost: int) -> Any:
+        def foreach_flop(tensors: Sequence[Any], *args: Any, out_shape: Any = None,
+                         **kwargs: Any) -> int:
+            return cost * _total(tensors)
+        return foreach_flop
+
+    register_formula(*_ops, category="optimizer")(_make_foreach(_cost))
+
+register_no_flops("optimizer", aten._foreach_copy_, aten._foreach_zero_)
+
+
+@register_formula(aten._fused_adam_, aten._fused_adamw_, category="optimizer",
+                  bytes_rule=fused_optimizer)
+def fused_adam_flop(params: Sequence[Any], *args: Any, out_shape: Any = None,
+                    **kwargs: Any) -> int:
+    # m = lerp(m, g, 1-b1) (3), v = b2 v + (1-b2) g^2 (4), denom = sqrt(v)/c2 + eps (3),
+    # p -= lr * m / c1 / denom (3), decay p *= 1 - lr*wd (1)
+    return 14 * _total(params)
+
+
+@register_formula(aten._fused_sgd_, category="optimizer", bytes_rule=fused_optimizer)
+def fused_sgd_flop(params: Sequence[Any], *args: Any, out_shape: Any = None,
+                   **kwargs: Any) -> int:
+    # decay g + wd p (2), momentum b = mu b + g (2), p -= lr b (2)
+    return 6 * _total(params)
+
+
+# --- ops that move data or only metadata ---------------------------------------------
+
+register_no_flops(
+    "view", aten.view, aten._unsafe_view, aten.reshape, aten.expand, aten.permute,
+    aten.transpose, aten.t, aten.slice, aten.select, aten.unsqueeze, aten.squeeze,
+    aten.as_strided, aten.detach, aten.alias, aten.split, aten.split_with_sizes,
+    aten.unbind, aten.chunk, aten.narrow, aten.diagonal, aten.unfold, aten.view_as_real,
+    aten.view_as_complex, aten.lift_fresh, aten.numpy_T, aten.expand_as, aten.view_as,
+    aten.flatten, aten.unflatten, aten.movedim, aten.swapaxes, aten._reshape_alias,
+    aten.set_, aten.resize_, aten.is_same_size,
+    aten.real, aten.imag, aten.conj, aten._conj, aten._neg_view, aten.resolve_conj,
+    aten.resolve_neg, aten.sym_size, aten.sym_stride, aten.sym_numel, aten.dim,
+    aten.is_contiguous, aten.stride, aten.size, aten.numel,
+    bytes_rule=no_bytes, kernels=0)
+register_no_flops(
+    "allocation", aten.empty, aten.empty_like, aten.empty_strided, aten.new_empty,
+    aten.new_empty_strided, aten.empty_permuted, aten.scalar_tensor,
+    bytes_rule=no_bytes, kernels=0)
+register_no_flops(
+    "memory", aten.zeros, aten.zeros_like, aten.ones, aten.ones_like, aten.full,
+    aten.full_like, aten.new_zeros, aten.new_ones, aten.new_full, aten.fill, aten.fill_,
+    aten.zero_, aten.arange, aten.linspace, aten.tril_indices, aten.triu_indices, aten.eye,
+    bytes_rule=write_only)
+register_no_flops(
+    "memory", aten._to_copy, aten.clone, aten.contiguous, aten.cat, aten.stack,
+    aten.constant_pad_nd, aten.slice_scatter, aten.select_scatter, aten.repeat,
+    aten.tril, aten.triu, aten.flip, aten.roll, aten.lift_fresh_copy, aten.expand_copy,
+    aten.permute_copy, aten.view_copy, aten.t_copy, aten.transpose_copy,
+    aten.unsqueeze_copy, aten.alias_copy, aten._local_scalar_dense, aten.masked_select,
+    aten.index_put, aten.index_put_, aten.scatter, aten.scatter_, aten.index_copy, aten.nonzero,
+    aten.sort, aten.topk, aten.one_hot, aten.pad, aten.reflection_pad2d,
+    aten.replication_pad2d, aten.masked_scatter, aten.diag_embed, aten.split_copy,
+    aten.unbind_copy, aten.repeat_interleave, aten.im2col, aten.col2im)
+@register_formula(aten.scatter_add, aten.scatter_add_, aten.index_add, aten.index_add_,
+                  category="memory")
+def scatter_add_flop(x: Any, dim: int, index: Any, src: Any, *args: Any, out_shape: Any = None,
+                     **kwargs: Any) -> int:
+    # one add per scattered source element
+    return numel(src)
+
+
+register_no_flops("memory", aten.copy_, aten.copy, bytes_rule=copy_from_src)
+register_no_flops("memory", aten.index_select, aten.gather, aten.index, aten.take,
+                  bytes_rule=gather)
+

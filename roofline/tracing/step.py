@@ -1,0 +1,96 @@
+"""``roofline.trace``: capture one inference or training step of a model."""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from roofline.tracing.fake import DATA_DEPENDENT, fake_step
+from roofline.tracing.records import Trace
+from roofline.tracing.tracer import Capture, FakeModeError, RooflineWarning
+
+
+def _unwrap_compiled(fn: Any) -> Any:
+    """A ``torch.compile``d module or function runs its original eager code."""
+    orig = getattr(fn, "_orig_mod", None) or getattr(fn, "_torchdynamo_orig_callable", None)
+    if orig is None:
+        return fn
+    warnings.warn(
+        "roofline traces torch.compile'd code eagerly: the counts are those of the eager "
+        "ATen ops (fusion by the compiler changes bytes, not FLOPs).",
+        RooflineWarning, stacklevel=3)
+    return orig
+
+
+def _loss(out: Any, loss_fn: Callable[[Any], torch.Tensor] | None) -> torch.Tensor:
+    loss = loss_fn(out) if loss_fn is not None else out
+    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+        what = (f"a tensor of shape {tuple(loss.shape)}" if isinstance(loss, torch.Tensor)
+                else type(loss).__name__)
+        where = "loss_fn returned" if loss_fn is not None else "the model returned"
+        raise ValueError(
+            f"train=True needs a scalar loss, but {where} {what}; pass "
+            "loss_fn=lambda out: ... that reduces the output to a scalar.")
+    return loss
+
+
+def trace(model_or_fn: Any, *args: Any, train: bool = False,
+          loss_fn: Callable[[Any], torch.Tensor] | None = None,
+          optimizer: torch.optim.Optimizer | None = None, fake: bool = False,
+          **kwargs: Any) -> Trace:
+    """Capture the ops of one step of ``model_or_fn(*args, **kwargs)``.
+
+    Parameters
+    ----------
+    model_or_fn : an ``nn.Module`` or any callable.
+    train : run forward, loss, backward and (with ``optimizer``) ``optimizer.step()``.
+        The loss is the output when it is a scalar, else ``loss_fn(output)``.
+        Existing gradients are set to ``None`` first, as ``zero_grad()`` would.
+    loss_fn : maps the output to a scalar loss (``train=True`` only).
+    optimizer : stepped after backward when ``train=True``.
+    fake : run on fake tensors (``FakeTensorMode``): nothing is allocated and the
+        model, its gradients and the optimizer are left untouched. Models on the
+        ``meta`` device need it.
+
+    Returns
+    -------
+    Trace
+        One record per ATen op, with FLOPs, bytes, phase and module.
+    """
+    fn = _unwrap_compiled(model_or_fn)
+    if optimizer is not None and not train:
+        raise ValueError("optimizer= is only used with train=True")
+    if loss_fn is not None and not train:
+        raise ValueError("loss_fn= is only used with train=True")
+    name = type(fn).__name__ if isinstance(fn, torch.nn.Module) else getattr(
+        fn, "__name__", type(fn).__name__)
+    meta = {"model": name, "train": train, "fake": fake}
+
+    if train and isinstance(fn, torch.nn.Module) and not fake:
+        for p in fn.parameters():
+            p.grad = None
+
+    def step(a: tuple[Any, ...], kw: dict[str, Any]) -> None:
+        out = fn(*a, **kw)
+        if train:
+            _loss(out, loss_fn).backward()
+            if optimizer is not None:
+                optimizer.step()
+
+    cap = Capture(meta, warn=True)
+    with contextlib.ExitStack() as stack:
+        if fake:
+            mode, args, kwargs = stack.enter_context(fake_step(fn, optimizer, args, kwargs))
+            stack.enter_context(mode)
+        try:
+            with cap:
+                step(args, kwargs)
+        except DATA_DEPENDENT as e:
+            raise FakeModeError(
+                f"{name} ran an op whose result depends on tensor values ({e}); fake "
+                "tensors have no values. Trace it with real tensors (fake=False).") from e
+    return cap.trace

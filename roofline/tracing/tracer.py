@@ -1,0 +1,258 @@
+"""Capture: run PyTorch code under a dispatch mode and record every ATen op.
+
+The recorder sits below autograd and autocast, so backward and optimizer ops are
+the real kernels (not "2x forward") and carry the dtype they ran in. Modules are
+attributed with :class:`torch.utils.module_tracker.ModuleTracker`, phases with
+autograd's graph-task id and the optimizer's global step hooks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch.optim.optimizer import (
+    register_optimizer_step_post_hook,
+    register_optimizer_step_pre_hook,
+)
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+from torch.utils.module_tracker import ModuleTracker
+
+from roofline.tracing import formulas as _formulas  # noqa: F401  (registers the formulas)
+from roofline.tracing.ops import OpInfo, lookup, nbytes
+from roofline.tracing.records import OpRecord, Trace
+
+_SKIPPED_NAMESPACES = {"prim", "profiler"}
+
+
+class RooflineWarning(UserWarning):
+    """A capture or analysis gap the user should know about."""
+
+
+class FakeModeError(RuntimeError):
+    """The model cannot run on fake tensors (it depends on tensor values)."""
+
+
+class _Schema:
+    """Which arguments of an op it writes: in-place (read + write) or ``out=`` (write only)."""
+
+    __slots__ = ("inplace", "out")
+
+    def __init__(self, func: Any) -> None:
+        self.inplace: list[tuple[int | str, bool]] = []
+        self.out: set[str] = set()
+        for i, arg in enumerate(func._schema.arguments):
+            if arg.alias_info is None or not arg.alias_info.is_write:
+                continue
+            if arg.kwarg_only:
+                self.out.add(arg.name)
+                self.inplace.append((arg.name, True))
+            else:
+                self.inplace.append((i, False))
+
+
+def _tensors(x: Any) -> list[torch.Tensor]:
+    return [t for t in tree_flatten(x)[0] if isinstance(t, torch.Tensor)]
+
+
+def _unique(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    seen: set[int] = set()
+    out = []
+    for t in tensors:
+        if id(t) not in seen:
+            seen.add(id(t))
+            out.append(t)
+    return out
+
+
+def _has_decomposition(func: Any) -> bool:
+    try:
+        return torch._C._dispatch_has_kernel_for_dispatch_key(
+            func.name(), torch._C.DispatchKey.CompositeImplicitAutograd)
+    except RuntimeError:  # ops outside the dispatcher (custom Python ops)
+        return False
+
+
+class _Recorder(TorchDispatchMode):
+    """Records one :class:`OpRecord` per ATen op."""
+
+    def __init__(self, tracker: ModuleTracker) -> None:
+        super().__init__()
+        self.tracker = tracker
+        self.ops: list[OpRecord] = []
+        self.in_optimizer = 0
+        self._schemas: dict[Any, _Schema] = {}
+        self._info: dict[Any, OpInfo | None] = {}
+        self._storage_ids: dict[int, int] = {}
+        self._module_cache: tuple[frozenset[str], str] = (frozenset(), "")
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
+                           kwargs: dict[str, Any] | None = None) -> Any:
+        kwargs = kwargs or {}
+        if func.namespace in _SKIPPED_NAMESPACES:
+            return func(*args, **kwargs)
+        if func not in self._info:
+            self._info[func] = lookup(func)
+            self._schemas[func] = _Schema(func)
+        if self._info[func] is None and _has_decomposition(func):
+            # under inference_mode composite ops (linear, matmul...) reach the mode whole:
+            # count their ATen decomposition, as autograd would have run it
+            with self:
+                out = func.decompose(*args, **kwargs)
+            if out is not NotImplemented:
+                return out
+        out = func(*args, **kwargs)
+        self._record(func, args, kwargs, out)
+        return out
+
+    def _storage_id(self, t: torch.Tensor) -> int:
+        try:
+            key = t.untyped_storage()._cdata
+        except (NotImplementedError, RuntimeError):  # tensor subclasses without storage
+            key = id(t)
+        return self._storage_ids.setdefault(key, len(self._storage_ids))
+
+    def _module(self) -> str:
+        parents = self.tracker.parents
+        cached, name = self._module_cache
+        if parents != cached:
+            deep = [p for p in parents if p != "Global"]
+            name = max(deep, key=lambda p: (p.count("."), p)) if deep else ""
+            self._module_cache = (frozenset(parents), name)
+        return name
+
+    def _phase(self) -> str:
+        if self.in_optimizer:
+            return "optimizer"
+        return "backward" if torch._C._current_graph_task_id() != -1 else "forward"
+
+    def _record(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+                out: Any) -> None:
+        info, schema = self._info[func], self._schemas[func]
+
+        written: list[torch.Tensor] = []
+        for key, _write_only in schema.inplace:
+            value = kwargs.get(key) if isinstance(key, str) else (
+                args[key] if key < len(args) else None)
+            written += _tensors(value)
+        if schema.out:
+            read_kwargs = {k: v for k, v in kwargs.items() if k not in schema.out}
+        else:
+            read_kwargs = kwargs
+        reads = _unique(_tensors(args) + _tensors(read_kwargs))
+        writes = _unique(written + _tensors(out))
+
+        if info is not None and info.bytes_rule is not None:
+            bytes_read, bytes_written = info.bytes_rule(func, args, kwargs, reads, writes)
+        else:
+            bytes_read = sum(nbytes(t) for t in reads)
+            bytes_written = sum(nbytes(t) for t in writes)
+
+        flops = 0
+        if info is not None and info.flops is not None:
+            flops = info.flops(*args, **kwargs, out_val=out)
+
+        dtype_src = next((t for t in reads if t.is_floating_point()),
+                         writes[0] if writes else (reads[0] if reads else None))
+        self.ops.append(OpRecord(
+            name=str(func),
+            category=info.category if info is not None else "uncounted",
+            phase=self._phase(),
+            module=self._module(),
+            dtype=str(dtype_src.dtype).removeprefix("torch.") if dtype_src is not None else "",
+            flops=int(flops),
+            bytes_read=int(bytes_read),
+            bytes_written=int(bytes_written),
+            counted=info is not None,
+            kernels=info.kernels if info is not None else 1,
+            input_shapes=tuple(tuple(t.shape) for t in reads),
+            output_shapes=tuple(tuple(t.shape) for t in writes),
+            input_ids=tuple(self._storage_id(t) for t in reads),
+            output_ids=tuple(self._storage_id(t) for t in writes),
+        ))
+
+
+@contextlib.contextmanager
+def _dynamo_disabled() -> Iterator[None]:
+    """Run ``torch.compile``d code eagerly, so its ops are seen once, at ATen level."""
+    dynamo = sys.modules.get("torch._dynamo")
+    if dynamo is None:
+        yield
+        return
+    with dynamo.config.patch(disable=True):
+        yield
+
+
+class Capture:
+    """Context manager behind :func:`capture`; ``.trace`` is filled on exit."""
+
+    def __init__(self, meta: dict[str, Any] | None = None, warn: bool = True) -> None:
+        self.trace = Trace(meta=dict(meta or {}))
+        self._warn = warn
+        self._stack: contextlib.ExitStack | None = None
+
+    def __enter__(self) -> Trace:
+        stack = contextlib.ExitStack()
+        try:
+            stack.enter_context(_dynamo_disabled())
+            tracker = stack.enter_context(ModuleTracker())
+            recorder = _Recorder(tracker)
+
+            def pre(*_: Any) -> None:
+                recorder.in_optimizer += 1
+
+            def post(*_: Any) -> None:
+                recorder.in_optimizer -= 1
+
+            stack.callback(register_optimizer_step_pre_hook(pre).remove)
+            stack.callback(register_optimizer_step_post_hook(post).remove)
+            stack.enter_context(recorder)
+        except BaseException:
+            stack.close()
+            raise
+        self._recorder = recorder
+        self._stack = stack
+        return self.trace
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        assert self._stack is not None
+        self._stack.close()
+        self._stack = None
+        self.trace.ops = self._recorder.ops
+        self.trace.meta.setdefault("torch", torch.__version__)
+        if exc_type is None and self._warn:
+            _warn_uncounted(self.trace)
+
+
+def capture(meta: dict[str, Any] | None = None) -> Capture:
+    """Capture every op run inside a ``with`` block.
+
+    Examples
+    --------
+    >>> with roofline.capture() as t:
+    ...     loss = model(x).sum(); loss.backward(); opt.step()
+    >>> t.total_flops
+    """
+    return Capture(meta)
+
+
+def _warn_uncounted(trace: Trace) -> None:
+    gaps = trace.uncounted
+    if not gaps:
+        return
+    listed = ", ".join(f"{name} x{t.count}" for name, t in list(gaps.items())[:8])
+    more = f" and {len(gaps) - 8} more" if len(gaps) > 8 else ""
+    share = sum(t.bytes for t in gaps.values()) / max(trace.total_bytes, 1)
+    warnings.warn(
+        f"{sum(t.count for t in gaps.values())} op calls ran without a FLOP formula and are "
+        f"counted as 0 FLOPs (their bytes, {share:.1%} of the total, are counted): "
+        f"{listed}{more}. See trace.uncounted.",
+        RooflineWarning, stacklevel=3)
+
+
+__all__ = ["Capture", "FakeModeError", "RooflineWarning", "capture"]

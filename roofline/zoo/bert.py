@@ -1,0 +1,147 @@
+"""BERT (Devlin et al. 2019) encoder with its masked-language-model head, post-LN."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class BertLayer(nn.Module):
+    """Post-LN encoder layer: ``LN(x + attn(x))`` then ``LN(x + ffn(x))``; GELU (erf)."""
+
+    def __init__(self, hidden: int, n_head: int, ffn: int, dropout: float, eps: float) -> None:
+        super().__init__()
+        self.n_head, self.dropout = n_head, dropout
+        self.query = nn.Linear(hidden, hidden)
+        self.key = nn.Linear(hidden, hidden)
+        self.value = nn.Linear(hidden, hidden)
+        self.attn_out = nn.Linear(hidden, hidden)
+        self.attn_ln = nn.LayerNorm(hidden, eps=eps)
+        self.ffn_in = nn.Linear(hidden, ffn)
+        self.ffn_out = nn.Linear(ffn, hidden)
+        self.ffn_ln = nn.LayerNorm(hidden, eps=eps)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``(B, T, H) -> (B, T, H)``, bidirectional attention, no padding mask."""
+        B, T, H = x.shape
+        q, k, v = (lin(x).view(B, T, self.n_head, H // self.n_head).transpose(1, 2)
+                   for lin in (self.query, self.key, self.value))
+        p = self.dropout if self.training else 0.0
+        y = F.scaled_dot_product_attention(q, k, v, dropout_p=p)
+        y = y.transpose(1, 2).reshape(B, T, H)
+        x = self.attn_ln(x + self.drop(self.attn_out(y)))
+        return self.ffn_ln(x + self.drop(self.ffn_out(F.gelu(self.ffn_in(x)))))
+
+
+class BertEncoder(nn.Module):
+    """Embeddings (word + position + token type, LN, dropout) and the stack of layers.
+
+    Same parameters as Hugging Face ``BertModel(config, add_pooling_layer=False)``.
+    """
+
+    def __init__(self, vocab_size: int, max_position_embeddings: int, type_vocab_size: int,
+                 hidden: int, n_layer: int, n_head: int, ffn: int, dropout: float,
+                 eps: float) -> None:
+        super().__init__()
+        self.word_embeddings = nn.Embedding(vocab_size, hidden)
+        self.position_embeddings = nn.Embedding(max_position_embeddings, hidden)
+        self.token_type_embeddings = nn.Embedding(type_vocab_size, hidden)
+        self.ln = nn.LayerNorm(hidden, eps=eps)
+        self.drop = nn.Dropout(dropout)
+        self.layers = nn.ModuleList(
+            BertLayer(hidden, n_head, ffn, dropout, eps) for _ in range(n_layer)
+        )
+
+    def forward(self, idx: torch.Tensor, token_type_ids: torch.Tensor | None = None
+                ) -> torch.Tensor:
+        """Token ids ``(B, T)`` -> hidden states ``(B, T, H)``."""
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(idx)
+        pos = torch.arange(idx.size(1), device=idx.device)
+        x = (self.word_embeddings(idx) + self.position_embeddings(pos)
+             + self.token_type_embeddings(token_type_ids))
+        x = self.drop(self.ln(x))
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+class BertForMaskedLM(nn.Module):
+    """BERT encoder + MLM head (dense, GELU, LN, decoder tied to the word embeddings).
+
+    Parameters
+    ----------
+    vocab_size, max_position_embeddings, type_vocab_size : int
+        Embedding table sizes (30522, 512, 2).
+    hidden, n_layer, n_head, ffn : int
+        Encoder sizes (BERT-base: 768, 12, 12, 3072).
+    dropout : float
+        Hidden and attention-probability dropout (0.1).
+    layer_norm_eps : float
+        LayerNorm epsilon (1e-12).
+    """
+
+    def __init__(self, vocab_size: int, max_position_embeddings: int, type_vocab_size: int,
+                 hidden: int, n_layer: int, n_head: int, ffn: int, dropout: float = 0.1,
+                 layer_norm_eps: float = 1e-12) -> None:
+        super().__init__()
+        if hidden % n_head:
+            raise ValueError(f"hidden={hidden} is not divisible by n_head={n_head}")
+        self.bert = BertEncoder(vocab_size, max_position_embeddings, type_vocab_size, hidden,
+                                n_layer, n_head, ffn, dropout, layer_norm_eps)
+        self.head_dense = nn.Linear(hidden, hidden)
+        self.head_ln = nn.LayerNorm(hidden, eps=layer_norm_eps)
+        self.decoder = nn.Linear(hidden, vocab_size)
+        self.decoder.weight = self.bert.word_embeddings.weight  # weight tying
+        for m in self.modules():
+            if isinstance(m, nn.Linear | nn.Embedding):
+                nn.init.normal_(m.weight, mean=0.0, std=0.02)
+            if isinstance(m, nn.Linear):
+                nn.init.zeros_(m.bias)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None,
+                token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """Return MLM logits ``(B, T, vocab)``, or the loss over all tokens if ``targets``."""
+        x = self.bert(idx, token_type_ids)
+        logits = self.decoder(self.head_ln(F.gelu(self.head_dense(x))))
+        if targets is None:
+            return logits
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+
+SIZES: dict[str, dict[str, int]] = {
+    "bert-base": {"hidden": 768, "n_layer": 12, "n_head": 12, "ffn": 3072},
+    "bert-large": {"hidden": 1024, "n_layer": 24, "n_head": 16, "ffn": 4096},
+}
+
+
+def defaults(size: str) -> dict[str, Any]:
+    """Default configuration of a BERT size (a key of :data:`SIZES`)."""
+    return {
+        "batch_size": 8,
+        "seq_len": 128,
+        "vocab_size": 30522,
+        "max_position_embeddings": 512,
+        "type_vocab_size": 2,
+        **SIZES[size],
+        "dropout": 0.1,
+        "layer_norm_eps": 1e-12,
+    }
+
+
+def build(cfg: dict[str, Any]) -> tuple[nn.Module, tuple, tuple]:
+    """Build the model and example ``(inputs, train_inputs)`` on the current default device."""
+    if cfg["seq_len"] > cfg["max_position_embeddings"]:
+        raise ValueError(f"seq_len={cfg['seq_len']} > max_position_embeddings="
+                         f"{cfg['max_position_embeddings']}")
+    model = BertForMaskedLM(cfg["vocab_size"], cfg["max_position_embeddings"],
+                            cfg["type_vocab_size"], cfg["hidden"], cfg["n_layer"],
+                            cfg["n_head"], cfg["ffn"], cfg["dropout"], cfg["layer_norm_eps"])
+    shape = (cfg["batch_size"], cfg["seq_len"])
+    idx = torch.randint(0, cfg["vocab_size"], shape)
+    targets = torch.randint(0, cfg["vocab_size"], shape)
+    return model, (idx,), (idx, targets)

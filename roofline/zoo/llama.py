@@ -1,0 +1,192 @@
+"""Llama 2 / Llama 3 decoder (Touvron et al. 2023): RMSNorm, RoPE, SwiGLU, GQA, untied head."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+_NATIVE_GQA = tuple(int(p) for p in torch.__version__.split(".")[:2]) >= (2, 5)
+
+
+class RMSNorm(nn.Module):
+    """Root-mean-square LayerNorm without centering or bias, computed in float32."""
+
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Normalise the last dimension."""
+        xf = x.float()
+        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
+        return xf.type_as(x) * self.weight
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    """``[x1, x2] -> [-x2, x1]`` on the last dimension (Hugging Face RoPE convention)."""
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+class Attention(nn.Module):
+    """Causal attention with rotary embeddings and grouped-query (``n_kv_heads``) K/V."""
+
+    def __init__(self, dim: int, n_heads: int, n_kv_heads: int) -> None:
+        super().__init__()
+        self.n_heads, self.n_kv_heads, self.head_dim = n_heads, n_kv_heads, dim // n_heads
+        self.wq = nn.Linear(dim, n_heads * self.head_dim, bias=False)
+        self.wk = nn.Linear(dim, n_kv_heads * self.head_dim, bias=False)
+        self.wv = nn.Linear(dim, n_kv_heads * self.head_dim, bias=False)
+        self.wo = nn.Linear(n_heads * self.head_dim, dim, bias=False)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """``(B, T, D) -> (B, T, D)``; ``cos``/``sin`` are ``(T, head_dim)``."""
+        B, T, _ = x.shape
+        q = self.wq(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)
+        k = self.wk(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        v = self.wv(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        if self.n_kv_heads == self.n_heads:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        elif _NATIVE_GQA:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        else:  # torch < 2.5: materialise the repeated K/V heads
+            rep = self.n_heads // self.n_kv_heads
+            k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.wo(y.transpose(1, 2).reshape(B, T, -1))
+
+
+class FeedForward(nn.Module):
+    """SwiGLU: ``w2(silu(w1 x) * w3 x)``."""
+
+    def __init__(self, dim: int, hidden_dim: int) -> None:
+        super().__init__()
+        self.w1 = nn.Linear(dim, hidden_dim, bias=False)
+        self.w2 = nn.Linear(hidden_dim, dim, bias=False)
+        self.w3 = nn.Linear(dim, hidden_dim, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``(B, T, D) -> (B, T, D)``."""
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class TransformerBlock(nn.Module):
+    """Pre-RMSNorm block: ``x + attn(norm(x))``, ``x + ffn(norm(x))``."""
+
+    def __init__(self, dim: int, n_heads: int, n_kv_heads: int, hidden_dim: int,
+                 eps: float) -> None:
+        super().__init__()
+        self.attention_norm = RMSNorm(dim, eps)
+        self.attention = Attention(dim, n_heads, n_kv_heads)
+        self.ffn_norm = RMSNorm(dim, eps)
+        self.feed_forward = FeedForward(dim, hidden_dim)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """``(B, T, D) -> (B, T, D)``."""
+        x = x + self.attention(self.attention_norm(x), cos, sin)
+        return x + self.feed_forward(self.ffn_norm(x))
+
+
+class Llama(nn.Module):
+    """Llama language model; parameter names follow Meta's reference implementation.
+
+    Parameters
+    ----------
+    vocab_size, dim, n_layers, n_heads, n_kv_heads, hidden_dim : int
+        Architecture sizes (Llama-2-7B: 32000, 4096, 32, 32, 32, 11008).
+    max_seq_len : int
+        Length of the precomputed RoPE tables.
+    rope_theta : float
+        RoPE base (10000 for Llama 2, 500000 for Llama 3).
+    norm_eps : float
+        RMSNorm epsilon.
+    """
+
+    rope_cos: torch.Tensor
+    rope_sin: torch.Tensor
+
+    def __init__(self, vocab_size: int, dim: int, n_layers: int, n_heads: int, n_kv_heads: int,
+                 hidden_dim: int, max_seq_len: int, rope_theta: float = 10000.0,
+                 norm_eps: float = 1e-5) -> None:
+        super().__init__()
+        if dim % n_heads or n_heads % n_kv_heads:
+            raise ValueError("dim must be divisible by n_heads and n_heads by n_kv_heads")
+        self.head_dim, self.max_seq_len, self.rope_theta = dim // n_heads, max_seq_len, rope_theta
+        self.tok_embeddings = nn.Embedding(vocab_size, dim)
+        self.layers = nn.ModuleList(
+            TransformerBlock(dim, n_heads, n_kv_heads, hidden_dim, norm_eps)
+            for _ in range(n_layers)
+        )
+        self.norm = RMSNorm(dim, norm_eps)
+        self.output = nn.Linear(dim, vocab_size, bias=False)
+        self.register_buffer("rope_cos", torch.empty(max_seq_len, self.head_dim), persistent=False)
+        self.register_buffer("rope_sin", torch.empty(max_seq_len, self.head_dim), persistent=False)
+        self.init_rope()
+        for m in self.modules():
+            if isinstance(m, nn.Linear | nn.Embedding):
+                nn.init.normal_(m.weight, mean=0.0, std=0.02)
+
+    @torch.no_grad()
+    def init_rope(self) -> None:
+        """(Re)compute the RoPE tables in place, e.g. after ``to_empty()`` from meta."""
+        dev = self.rope_cos.device
+        inv_freq = 1.0 / self.rope_theta ** (
+            torch.arange(0, self.head_dim, 2, device=dev, dtype=torch.float32) / self.head_dim)
+        t = torch.arange(self.max_seq_len, device=dev, dtype=torch.float32)
+        freqs = torch.outer(t, inv_freq)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        self.rope_cos.copy_(emb.cos())
+        self.rope_sin.copy_(emb.sin())
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
+        """Return logits ``(B, T, vocab)``, or the mean next-token loss if ``targets`` given."""
+        t = idx.size(1)
+        if t > self.max_seq_len:
+            raise ValueError(f"sequence length {t} > max_seq_len {self.max_seq_len}")
+        x = self.tok_embeddings(idx)
+        cos, sin = self.rope_cos[:t].to(x.dtype), self.rope_sin[:t].to(x.dtype)
+        for layer in self.layers:
+            x = layer(x, cos, sin)
+        logits = self.output(self.norm(x))
+        if targets is None:
+            return logits
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+
+SIZES: dict[str, dict[str, Any]] = {
+    "llama-7b": {"vocab_size": 32000, "dim": 4096, "n_layers": 32, "n_heads": 32,
+                 "n_kv_heads": 32, "hidden_dim": 11008, "max_seq_len": 4096,
+                 "rope_theta": 10000.0, "norm_eps": 1e-5},
+    "llama3-8b": {"vocab_size": 128256, "dim": 4096, "n_layers": 32, "n_heads": 32,
+                  "n_kv_heads": 8, "hidden_dim": 14336, "max_seq_len": 8192,
+                  "rope_theta": 500000.0, "norm_eps": 1e-5},
+    "llama-tiny": {"vocab_size": 32000, "dim": 256, "n_layers": 2, "n_heads": 8,
+                   "n_kv_heads": 4, "hidden_dim": 688, "max_seq_len": 2048,
+                   "rope_theta": 10000.0, "norm_eps": 1e-5},
+}
+
+
+def defaults(size: str) -> dict[str, Any]:
+    """Default configuration of a Llama size (a key of :data:`SIZES`)."""
+    seq_len = 128 if size == "llama-tiny" else 2048
+    batch = 8 if size == "llama-tiny" else 1
+    return {"batch_size": batch, "seq_len": seq_len, **SIZES[size]}
+
+
+def build(cfg: dict[str, Any]) -> tuple[nn.Module, tuple, tuple]:
+    """Build the model and example ``(inputs, train_inputs)`` on the current default device."""
+    if cfg["seq_len"] > cfg["max_seq_len"]:
+        raise ValueError(f"seq_len={cfg['seq_len']} > max_seq_len={cfg['max_seq_len']}")
+    keys = ("vocab_size", "dim", "n_layers", "n_heads", "n_kv_heads", "hidden_dim",
+            "max_seq_len", "rope_theta", "norm_eps")
+    model = Llama(*(cfg[k] for k in keys))
+    shape = (cfg["batch_size"], cfg["seq_len"])
+    idx = torch.randint(0, cfg["vocab_size"], shape)
+    targets = torch.randint(0, cfg["vocab_size"], shape)
+    return model, (idx,), (idx, targets)

@@ -1,0 +1,174 @@
+"""Analysis and prediction: analytic cases and properties of the time model."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch import nn
+
+import roofline
+from roofline.tracing import OpRecord, Trace
+from roofline.zoo import get_model
+
+
+def _op(category: str, flops: int, nbytes: int, dtype: str = "bfloat16",
+        out: tuple[int, ...] = (4096, 4096)) -> OpRecord:
+    return OpRecord(name=f"aten.{category}.default", category=category, phase="forward",
+                    module="", dtype=dtype, flops=flops, bytes_read=nbytes, bytes_written=0,
+                    output_shapes=(out,))
+
+
+def test_single_ops_follow_the_datasheet_roofs() -> None:
+    h100 = roofline.get_device("h100")
+    big_mm = _op("matmul", 2 * 8192**3, 3 * 8192**2 * 2)
+    add = _op("pointwise", 10**8, 3 * 10**8 * 2)
+    tiny = _op("pointwise", 10, 30)
+    a = roofline.analyze(Trace([big_mm, add, tiny]), h100)
+    assert a.bound == ["compute", "memory", "overhead"]
+    assert a.op_seconds[0] == pytest.approx(big_mm.flops / 989.4e12)
+    assert a.op_seconds[1] == pytest.approx(add.bytes / 3.35e12)
+    assert a.op_seconds[2] == pytest.approx(h100.launch_overhead_seconds)
+    # a matmul's ridge point is bf16 peak / bandwidth
+    assert a.ridge_point[0] == pytest.approx(989.4e12 / 3.35e12)
+
+
+def test_fp32_matmul_uses_tf32_only_when_asked() -> None:
+    op = _op("matmul", 2 * 8192**3, 3 * 8192**2 * 4, dtype="float32")
+    a100 = roofline.get_device("a100")
+    plain = roofline.analyze(Trace([op]), a100)
+    tf32 = roofline.analyze(Trace([op]), a100, tf32_matmul=True)
+    assert plain.op_seconds[0] == pytest.approx(op.flops / 19.5e12)
+    assert tf32.op_seconds[0] == pytest.approx(op.flops / 156e12)
+
+
+def test_small_matmul_cannot_fill_the_chip() -> None:
+    h100 = roofline.get_device("h100")
+    small = _op("matmul", 2 * 128 * 128 * 65536, 10, out=(128, 128))  # one output tile
+    a = roofline.analyze(Trace([small]), h100, overhead=False)
+    assert a.fill[0] == pytest.approx(1 / h100.compute_units)
+
+
+def test_fallback_for_a_dtype_without_matrix_units_is_reported() -> None:
+    op = _op("matmul", 10**12, 10**6, dtype="float8_e4m3fn")
+    a = roofline.analyze(Trace([op]), "v100")
+    assert any("fp8" in note for note in a.assumptions)
+    assert a.op_seconds[0] == pytest.approx(10**12 / 125e12)
+
+
+def test_host_time_is_fixed_across_devices() -> None:
+    op = _op("matmul", 2 * 8192**3, 3 * 8192**2 * 2)
+    t = Trace([op])
+    c = roofline.compare(t, "a100", "h100", host_fraction=0.5)
+    assert c.src.host_seconds == pytest.approx(c.src.device_seconds)
+    assert c.dst.host_seconds == pytest.approx(c.src.host_seconds)
+    pure = roofline.compare(t, "a100", "h100")
+    # Amdahl: half the step cannot speed up
+    s = pure.speedup
+    assert c.speedup == pytest.approx(2 / (1 + 1 / s))
+
+
+def test_what_if_on_a_memory_bound_trace_gains_nothing_from_flops() -> None:
+    add = _op("pointwise", 10**8, 3 * 10**9)
+    c = roofline.what_if(Trace([add]), "a100", flops=2.0)
+    assert c.speedup == pytest.approx(1.0)
+    c = roofline.what_if(Trace([add]), "a100", flops=1.0, bandwidth=2.0)
+    assert c.speedup == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("bad", [0, -1, math.inf, math.nan])
+def test_what_if_refuses_bad_factors(bad: float) -> None:
+    with pytest.raises(ValueError):
+        roofline.what_if(Trace([]), "a100", flops=bad)
+
+
+def test_unknown_device_suggests_names() -> None:
+    with pytest.raises(LookupError, match="H100"):
+        roofline.analyze(Trace([]), "h1000")
+
+
+def test_uncounted_ops_are_costed_by_bytes_and_reported() -> None:
+    t = Trace([OpRecord("aten.foo.default", "uncounted", "forward", "", "float32", 0, 10**9, 0,
+                        counted=False)])
+    a = roofline.analyze(t, "h100")
+    assert a.bound == ["memory"]
+    assert a.uncounted_share() == {"bytes": 1.0, "seconds": 1.0}
+    assert any("no FLOP formula" in n for n in a.assumptions)
+
+
+@pytest.fixture(scope="module")
+def gpt2_trace() -> Trace:
+    zm = get_model("gpt2", batch_size=2, seq_len=128)
+    opt = torch.optim.AdamW(zm.model.parameters(), foreach=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        return roofline.trace(zm.model, *zm.train_inputs, train=True, optimizer=opt, fake=True)
+
+
+def test_gpt2_answer_is_below_the_flops_ratio(gpt2_trace: Trace) -> None:
+    c = roofline.what_if(gpt2_trace, "a100", flops=2.0)
+    assert 1.0 < c.speedup < 2.0
+    swap = roofline.compare(gpt2_trace, "a100", "h100")
+    assert 1.0 < swap.speedup < swap.flops_ratio
+    text = swap.explain()
+    assert "memory-bound" in text and f"{swap.speedup:.2f}x" in text
+    lim = c.speedup_limits()
+    assert lim["infinite_flops"] > 1 and lim["infinite_bandwidth"] > 1
+    grid = roofline.sweep(gpt2_trace, "a100", flops=[1, 2], bandwidth=[1, 2])
+    assert grid.loc[(grid.flops == 2) & (grid.bandwidth == 1), "speedup"].item() == (
+        pytest.approx(c.speedup))
+    assert grid.loc[(grid.flops == 1) & (grid.bandwidth == 1), "speedup"].item() == 1.0
+
+
+factors = st.floats(min_value=0.1, max_value=20, allow_nan=False, allow_infinity=False)
+op_strategy = st.builds(
+    lambda cat, f, b, k: OpRecord(f"aten.{cat}.default", cat, "forward", "", "bfloat16",
+                                  f, b, 0, kernels=k, output_shapes=((1024, 1024),)),
+    st.sampled_from(["matmul", "pointwise", "softmax", "attention"]),
+    st.integers(0, 10**13), st.integers(0, 10**10), st.integers(0, 2))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(op_strategy, min_size=1, max_size=20), factors, factors, factors)
+def test_prediction_properties(ops: list[OpRecord], f: float, b: float, k: float) -> None:
+    t = Trace(ops)
+    a100 = roofline.get_device("a100")
+    base = roofline.analyze(t, a100)
+    assert roofline.compare(t, a100, a100).speedup == pytest.approx(1.0)
+    more = roofline.what_if(t, a100, flops=max(f, 1), bandwidth=max(b, 1))
+    assert more.speedup >= 1 - 1e-9  # more of either roof is never slower
+    scaled = roofline.what_if(t, a100, flops=k, bandwidth=k)
+    if k >= 1:
+        assert scaled.speedup <= k * (1 + 1e-9)  # scaling every roof by k gives at most k
+    # predicted time is never below either floor
+    assert base.seconds >= t.total_flops / 312e12 * (1 - 1e-9) - 1e-18
+    assert base.seconds >= t.total_bytes / a100.bandwidth_bytes_per_s * (1 - 1e-9)
+
+
+def test_model_level_layering_of_packages() -> None:
+    """Lower layers never import higher ones."""
+    import ast
+    import pathlib
+
+    root = pathlib.Path(roofline.__file__).parent
+    order = ["tracing", "hardware", "analysis", "presentation"]
+    for i, layer in enumerate(order):
+        for path in (root / layer).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                         else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+                for name in names:
+                    for higher in order[i + 1:]:
+                        assert not name.startswith(f"roofline.{higher}"), (path, name)
+
+
+def test_mlp_train_analysis_runs_end_to_end() -> None:
+    model = nn.Sequential(nn.Linear(64, 64), nn.GELU(), nn.Linear(64, 8))
+    t = roofline.trace(model, torch.randn(16, 64), train=True, loss_fn=lambda o: o.sum())
+    a = roofline.analyze(t, "l4")
+    df = a.to_dataframe()
+    assert len(df) == len(t) and set(df["bound"]) <= {"compute", "memory", "overhead"}
+    assert sum(v["fraction"] for v in a.by_bound().values()) == pytest.approx(1.0)
+    assert "ms/step" in repr(a)

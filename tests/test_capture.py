@@ -1,0 +1,279 @@
+"""Capture: FLOPs and bytes checked against hand derivations and other counters."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils._python_dispatch import _get_current_dispatch_mode
+from torch.utils.flop_counter import FlopCounterMode
+
+import roofline
+from roofline.tracing import FakeModeError, RooflineWarning, Trace
+from roofline.zoo import get_model
+
+MATMUL = ("matmul", "conv", "attention")
+
+
+def matmul_flops(t: Trace, phase: str | None = None, cats: tuple[str, ...] = MATMUL) -> int:
+    return sum(op.flops for op in t.ops
+               if op.category in cats and (phase is None or op.phase == phase))
+
+
+def test_mlp_forward_backward_hand_derived() -> None:
+    b, d_in, d_h, d_out = 16, 32, 64, 8
+    model = nn.Sequential(nn.Linear(d_in, d_h), nn.ReLU(), nn.Linear(d_h, d_out))
+    x = torch.randn(b, d_in)
+    t = roofline.trace(model, x, train=True, loss_fn=lambda o: o.sum())
+    fwd = 2 * b * d_in * d_h + 2 * b * d_h * d_out
+    # backward: grad_weight for both layers, grad_input only for the second (x needs none)
+    bwd = 2 * b * d_in * d_h + 2 * (2 * b * d_h * d_out)
+    assert matmul_flops(t, "forward") == fwd
+    assert matmul_flops(t, "backward") == bwd
+    relu = [op for op in t.ops if op.name == "aten.relu.default"]
+    assert relu[0].flops == b * d_h
+    assert relu[0].bytes_read == relu[0].bytes_written == b * d_h * 4
+    # the ops are attributed to the modules that ran them, forward and backward
+    first = {op.phase for op in t.ops if op.module == "Sequential.0" and op.category == "matmul"}
+    assert first == {"forward", "backward"}
+
+
+def test_resnet50_forward_is_8_2_gflops_per_image() -> None:
+    zm = get_model("resnet50", batch_size=1)
+    zm.model.eval()
+    with torch.no_grad():
+        t = roofline.trace(zm.model, *zm.inputs)
+    # 4.1 GMACs per 224x224 image (He et al. 2016 / torchvision) = 8.2 GFLOPs
+    assert matmul_flops(t) == pytest.approx(8.2e9, rel=0.02)
+    assert not t.uncounted
+
+
+def _gpt2_forward_matmul(cfg: dict[str, int], b: int, s: int) -> int:
+    d, layers, vocab = cfg["n_embd"], cfg["n_layer"], cfg["vocab_size"]
+    weights = layers * (d * 3 * d + d * d + d * 4 * d + 4 * d * d) + d * vocab  # + lm_head
+    causal_pairs = s * (s + 1) // 2
+    attention = layers * b * 2 * (2 * causal_pairs * d)  # QK^T and PV over all heads
+    return 2 * weights * b * s + attention
+
+
+def test_gpt2_matmul_flops_follow_the_parameter_count() -> None:
+    b, s = 1, 64
+    zm = get_model("gpt2", batch_size=b, seq_len=s)
+    cfg = {"n_embd": 768, "n_layer": 12, "vocab_size": 50257}
+    # eval(): without dropout, CPU SDPA runs its causal flash kernel (with dropout it
+    # falls back to the math path, which computes the full L x L scores: counted as such)
+    zm.model.eval()
+    t = roofline.trace(zm.model, *zm.train_inputs, train=True, fake=True)
+    assert matmul_flops(t, "forward") == _gpt2_forward_matmul(cfg, b, s)
+    # backward of every dense matmul is two matmuls of the same size
+    fwd_mm = matmul_flops(t, "forward", ("matmul",))
+    assert matmul_flops(t, "backward", ("matmul",)) == 2 * fwd_mm
+    # flash-attention backward recomputes QK^T: 2.5x the forward (torch's convention)
+    assert matmul_flops(t, "backward", ("attention",)) == pytest.approx(
+        2.5 * matmul_flops(t, "forward", ("attention",)))
+
+
+def test_adamw_updates_every_parameter() -> None:
+    zm = get_model("mlp", batch_size=4)
+    n_params = sum(p.numel() for p in zm.model.parameters())
+    for kw in ({"foreach": True}, {"fused": True}):
+        opt = torch.optim.AdamW(zm.model.parameters(), **kw)
+        t = roofline.trace(zm.model, *zm.train_inputs, train=True, optimizer=opt, fake=True)
+        opt_ops = [op for op in t.ops if op.phase == "optimizer" and op.category == "optimizer"]
+        assert opt_ops, kw
+        updated = max(sum(map(_numel, op.output_shapes)) for op in opt_ops)
+        assert updated >= n_params
+        if "fused" in kw:
+            # fused AdamW reads p, g, m, v and writes p, m, v (fp32); one step-count add each
+            fused = next(op for op in opt_ops if "fused" in op.name)
+            assert fused.flops == 14 * n_params
+            assert fused.bytes_written == 3 * 4 * n_params
+            assert fused.bytes_read >= 4 * 4 * n_params
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+@pytest.mark.parametrize("name", ["mlp", "resnet50", "mobilenet", "gpt2", "bert-base", "vit-b16"])
+def test_matches_flop_counter_mode_and_explains_attention(name: str) -> None:
+    kw = {"seq_len": 32} if name in ("gpt2", "bert-base") else {}
+    zm = get_model(name, batch_size=1, **kw)
+    zm.model.eval()
+    with torch.no_grad():
+        t = roofline.trace(zm.model, *zm.inputs)
+        counter = FlopCounterMode(display=False)
+        with counter:
+            zm.model(*zm.inputs)
+    # same formulas for matmul and conv; torch has none for the CPU attention kernel
+    assert matmul_flops(t, cats=("matmul", "conv")) == counter.get_total_flops()
+    attention = [op for op in t.ops if op.category == "attention"]
+    assert all(op.name.startswith("aten._scaled_dot_product_flash_attention_for_cpu")
+               for op in attention)
+
+
+@pytest.mark.parametrize("name", ["mlp", "resnet50", "mobilenet"])
+def test_matches_fvcore_times_two(name: str) -> None:
+    fvcore = pytest.importorskip("fvcore.nn")
+    zm = get_model(name, batch_size=2)
+    zm.model.eval()
+    with torch.no_grad():
+        t = roofline.trace(zm.model, *zm.inputs)
+    analysis = fvcore.FlopCountAnalysis(zm.model, zm.inputs)
+    analysis.unsupported_ops_warnings(False).uncalled_modules_warnings(False)
+    by_op = analysis.by_operator()
+    macs = sum(v for k, v in by_op.items() if k in ("conv", "linear", "addmm", "matmul", "bmm"))
+    # fvcore counts one multiply-add as one "flop"; ours counts it as two
+    assert matmul_flops(t, cats=("matmul", "conv")) == 2 * macs
+
+
+def test_bytes_model() -> None:
+    a = torch.randn(64, 32)
+    bias = torch.randn(32)
+    with roofline.capture() as t:
+        c = a + bias  # bias broadcast: read once
+        c.add_(1.0)  # in place: read and write
+        c.view(-1).t()  # metadata only
+    add, add_ = t.ops[0], t.ops[1]
+    assert add.bytes_read == (64 * 32 + 32) * 4 and add.bytes_written == 64 * 32 * 4
+    assert add_.bytes_read == add_.bytes_written == 64 * 32 * 4
+    views = [op for op in t.ops if op.category == "view"]
+    assert views and all(op.bytes == 0 and op.flops == 0 for op in views)
+    emb = nn.Embedding(1000, 16)
+    idx = torch.randint(0, 1000, (4, 8))
+    with roofline.capture() as t2:
+        emb(idx)
+    gather = t2.ops[-1]
+    # an embedding reads the indices and the 32 gathered rows, not the whole table
+    assert gather.bytes_read == idx.numel() * 8 + 32 * 16 * 4
+    assert gather.bytes_written == 32 * 16 * 4
+
+
+def test_autocast_dtype_is_recorded() -> None:
+    # the norm sees the fp32 input; autocast casts the linear's operands to bf16
+    model = nn.Sequential(nn.LayerNorm(16), nn.Linear(16, 16))
+    x = torch.randn(4, 16)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        t = roofline.trace(model, x)
+    dtypes = {op.category: op.dtype for op in t.ops if op.category in ("matmul", "normalization")}
+    assert dtypes == {"matmul": "bfloat16", "normalization": "float32"}
+
+
+def test_no_grad_and_inference_mode_are_counted() -> None:
+    zm = get_model("mlp", batch_size=4)
+    expected = roofline.trace(zm.model, *zm.inputs).total_flops
+    with torch.no_grad():
+        assert roofline.trace(zm.model, *zm.inputs).total_flops == expected
+    with torch.inference_mode():
+        assert roofline.trace(zm.model, *zm.inputs).total_flops == expected
+
+
+def test_fake_equals_real_and_leaves_the_model_untouched() -> None:
+    zm = get_model("mlp", batch_size=8)
+    opt = torch.optim.AdamW(zm.model.parameters(), foreach=True)
+    before = [p.detach().clone() for p in zm.model.parameters()]
+    fake = roofline.trace(zm.model, *zm.train_inputs, train=True, optimizer=opt, fake=True)
+    assert all(torch.equal(a, p) for a, p in zip(before, zm.model.parameters(), strict=True))
+    assert all(p.grad is None for p in zm.model.parameters()) and not opt.state
+    real = roofline.trace(zm.model, *zm.train_inputs, train=True, optimizer=opt)
+    for phase in ("forward", "backward"):
+        f = fake.filter(lambda o, p=phase: o.phase == p)
+        r = real.filter(lambda o, p=phase: o.phase == p)
+        assert f.total_flops == r.total_flops and f.total_bytes == r.total_bytes
+
+
+def test_meta_model_needs_no_memory() -> None:
+    zm = get_model("llama-tiny", batch_size=1, seq_len=16, device="meta")
+    t = roofline.trace(zm.model, *zm.train_inputs, train=True, fake=True)
+    assert t.total_flops > 0 and t.by_phase()["backward"].flops > 0
+
+
+def _no_global_state() -> bool:
+    from torch.nn.modules import module as m
+    from torch.optim import optimizer as o
+
+    return (_get_current_dispatch_mode() is None and not m._global_forward_hooks
+            and not m._global_forward_pre_hooks and not o._global_optimizer_pre_hooks
+            and not o._global_optimizer_post_hooks and not torch.is_autocast_enabled("cpu"))
+
+
+def test_failing_model_propagates_and_leaves_no_state() -> None:
+    class Boom(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            raise KeyError("boom")
+
+    for fake in (False, True):
+        with pytest.raises(KeyError, match="boom"):
+            roofline.trace(Boom(), torch.randn(2), fake=fake)
+        assert _no_global_state()
+    assert roofline.trace(nn.Linear(2, 2), torch.randn(1, 2)).total_flops == 8
+
+
+def test_data_dependent_ops_under_fake_are_refused() -> None:
+    class Picky(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x[x.nonzero(as_tuple=True)]
+
+    with pytest.raises(FakeModeError, match="real tensors"):
+        roofline.trace(Picky(), torch.randn(8), fake=True)
+    assert _no_global_state()
+    assert len(roofline.trace(Picky(), torch.randn(8))) > 0
+
+
+def test_train_needs_a_scalar_loss() -> None:
+    with pytest.raises(ValueError, match="scalar loss"):
+        roofline.trace(nn.Linear(4, 4), torch.randn(2, 4), train=True)
+    assert _no_global_state()
+
+
+def test_compiled_model_is_counted_once() -> None:
+    model = nn.Linear(8, 8)
+    x = torch.randn(2, 8)
+    eager = roofline.trace(model, x)
+    with pytest.warns(RooflineWarning, match="eagerly"):
+        compiled = roofline.trace(torch.compile(model), x)
+    assert compiled.total_flops == eager.total_flops
+    assert len(compiled) == len(eager)
+
+
+def test_empty_function_gives_empty_trace() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        t = roofline.trace(lambda: None)
+    assert len(t) == 0 and t.total_flops == 0 and t.total_bytes == 0
+
+
+def test_uncounted_ops_are_reported_not_zeroed_silently() -> None:
+    x = torch.randn(8, 8)
+    with pytest.warns(RooflineWarning, match="without a FLOP formula"), roofline.capture() as t:
+        torch.linalg.qr(x)
+    gaps = t.uncounted
+    assert gaps and all(v.count >= 1 and v.bytes > 0 for v in gaps.values())
+
+
+def test_json_round_trip_and_dataframe() -> None:
+    zm = get_model("mlp", batch_size=2)
+    t = roofline.trace(zm.model, *zm.train_inputs, train=True)
+    back = Trace.from_json(t.to_json())
+    assert back.ops == t.ops and back.meta == t.meta
+    df = t.to_dataframe()
+    assert len(df) == len(t) and df["flops"].sum() == t.total_flops
+    assert set(t.by_phase()) == {"forward", "backward"}
+
+
+def test_capture_custom_loop_with_optimizer_phase() -> None:
+    model = nn.Linear(4, 4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with roofline.capture() as t:
+        for _ in range(2):
+            opt.zero_grad()
+            F.mse_loss(model(torch.randn(3, 4)), torch.zeros(3, 4)).backward()
+            opt.step()
+    phases = t.by_phase()
+    assert phases["forward"].count and phases["backward"].count and phases["optimizer"].count
