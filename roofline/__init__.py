@@ -9,6 +9,14 @@ The layers only import downwards: capture -> hardware -> analysis -> presentatio
 """
 
 from roofline.analysis import Analysis, Comparison, Options, analyze, compare, sweep, what_if
+from roofline.hardware import (
+    DeviceSpec,
+    calibrate,
+    get_device,
+    list_devices,
+    load_device,
+    register_device,
+)
 from roofline.tracing import (
     Capture,
     FakeModeError,
@@ -19,13 +27,7 @@ from roofline.tracing import (
     register_formula,
     trace,
 )
-from roofline.hardware import (
-    DeviceSpec,
-    get_device,
-    list_devices,
-    load_device,
-    register_device,
-)
+from roofline.tracing.measure import Measurement, measure
 
 __version__ = "0.1.0"
 
@@ -35,16 +37,19 @@ __all__ = [
     "Comparison",
     "DeviceSpec",
     "FakeModeError",
+    "Measurement",
     "OpRecord",
     "Options",
     "RooflineWarning",
     "Trace",
     "analyze",
+    "calibrate",
     "capture",
     "compare",
     "get_device",
     "list_devices",
     "load_device",
+    "measure",
     "register_device",
     "register_formula",
     "sweep",

@@ -172,3 +172,18 @@ def test_mlp_train_analysis_runs_end_to_end() -> None:
     assert len(df) == len(t) and set(df["bound"]) <= {"compute", "memory", "overhead"}
     assert sum(v["fraction"] for v in a.by_bound().values()) == pytest.approx(1.0)
     assert "ms/step" in repr(a)
+
+
+def test_resnet50_answer_has_both_limits() -> None:
+    zm = get_model("resnet50", batch_size=8)
+    opt = torch.optim.SGD(zm.model.parameters(), lr=0.1, momentum=0.9, foreach=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        t = roofline.trace(zm.model, *zm.train_inputs, train=True, optimizer=opt, fake=True)
+    flops2 = roofline.what_if(t, "a100", flops=2.0)
+    bw2 = roofline.what_if(t, "a100", flops=1.0, bandwidth=2.0)
+    # each roof alone gives less than its factor; both together give exactly 2x minus overhead
+    assert 1.0 < flops2.speedup < 2.0 and 1.0 < bw2.speedup < 2.0
+    both = roofline.what_if(t, "a100", flops=2.0, bandwidth=2.0)
+    assert max(flops2.speedup, bw2.speedup) < both.speedup <= 2.0
+    swap = roofline.compare(t, "a100", "h100")
+    assert 1.0 < swap.speedup < swap.flops_ratio

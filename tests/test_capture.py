@@ -277,3 +277,15 @@ def test_capture_custom_loop_with_optimizer_phase() -> None:
             opt.step()
     phases = t.by_phase()
     assert phases["forward"].count and phases["backward"].count and phases["optimizer"].count
+
+
+@pytest.mark.parametrize("groups", [1, 4, 16])
+def test_grouped_conv_backward_is_twice_forward(groups: int) -> None:
+    # torch's registered formula counts depthwise backward ~groups x too high
+    conv = nn.Conv2d(16, 16, 3, padding=1, groups=groups)
+    x = torch.randn(2, 16, 8, 8, requires_grad=True)
+    t = roofline.trace(conv, x, train=True, loss_fn=lambda o: o.sum())
+    forward = 2 * 2 * 8 * 8 * 16 * (16 // groups) * 9  # N * HW * C_out * C_in/g * k, x2
+    assert matmul_flops(t, "forward") == forward
+    # grad_input + grad_weight, each a convolution of the forward's size, + bias sum
+    assert matmul_flops(t, "backward") == 2 * forward + 2 * 16 * 8 * 8

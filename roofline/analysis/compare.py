@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from roofline.analysis.roofline import BOUNDS, Analysis, Options, analyze
 from roofline.hardware import DeviceSpec, get_device
+from roofline.tracing.measure import Measurement
 from roofline.tracing.records import Trace
 
 _CATEGORY_WORDS = {
@@ -157,14 +158,44 @@ def _pair(trace: Trace, src: DeviceSpec, dst: DeviceSpec, options: dict[str, Any
 
 
 def compare(trace: Trace, src: str | DeviceSpec, dst: str | DeviceSpec,
+            method: str = "roofline", measurement: Measurement | None = None,
             **options: Any) -> Comparison:
     """Predict the speedup of ``dst`` over ``src`` for ``trace``.
 
-    Keyword options are those of :func:`roofline.analyze`; ``host_fraction`` is taken
-    on ``src`` and the resulting host seconds are kept on ``dst``.
+    Parameters
+    ----------
+    method : ``"roofline"`` predicts both devices from their specs; ``"runtime"``
+        starts from ``measurement`` (taken on ``src``) and scales each measured op by
+        the ratio of its predicted times on ``dst`` and ``src``.
+    options : those of :func:`roofline.analyze`; ``host_fraction`` is taken on ``src``
+        and the resulting host seconds are kept on ``dst``.
     """
+    if method not in ("roofline", "runtime"):
+        raise ValueError(f"method must be 'roofline' or 'runtime', got {method!r}")
     a, b = _pair(trace, get_device(src), get_device(dst), options)
-    return Comparison(a, b)
+    if method == "roofline":
+        if measurement is not None:
+            raise ValueError("measurement= is used by method='runtime' only")
+        return Comparison(a, b)
+    if measurement is None:
+        raise ValueError("method='runtime' needs measurement=roofline.measure(...) on src")
+    a.against(measurement)  # same ops, or a clear error
+    # scale every roof of an op by measured / predicted-on-src: the src op then takes its
+    # measured time, the dst op that time x (predicted dst / predicted src), bounds unchanged
+    measured = measurement.op_seconds
+    predicted = a.op_seconds
+    usable = np.isfinite(measured) & (predicted > 0)
+    factor = np.where(usable, measured / np.where(usable, predicted, 1.0), 1.0)
+    # measured time of ops the model predicts as free (views: dispatch cost) stays fixed
+    unscalable = np.isfinite(measured) & (predicted <= 0)
+    host = measurement.host_seconds + a.host_seconds + float(measured[unscalable].sum())
+
+    def scaled(x: Analysis) -> Analysis:
+        return replace(x, compute_seconds=x.compute_seconds * factor,
+                       memory_seconds=x.memory_seconds * factor,
+                       overhead_seconds=x.overhead_seconds * factor, host_seconds=host)
+
+    return Comparison(scaled(a), scaled(b), label="runtime")
 
 
 def what_if(trace: Trace, device: str | DeviceSpec, flops: float = 2.0,

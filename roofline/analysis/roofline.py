@@ -33,11 +33,15 @@ and stays fixed when the device changes (Amdahl's law).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from roofline.hardware import DeviceSpec, get_device
+from roofline.tracing.measure import Measurement
+
+if TYPE_CHECKING:
+    from roofline.analysis.validate import Validation
 from roofline.tracing.records import OpRecord, Trace
 
 MATRIX_CATEGORIES = frozenset({"matmul", "conv", "attention"})
@@ -320,6 +324,13 @@ class Analysis:
         df["seconds"] = self.op_seconds
         df["bound"] = self.bound
         return df
+
+    def against(self, measurement: Measurement) -> Validation:
+        """Set this prediction against a measurement of the same step."""
+        from roofline.analysis.validate import Validation, check_same_ops
+
+        check_same_ops(self, measurement)
+        return Validation(self, measurement)
 
     def top(self, n: int = 10) -> list[tuple[OpRecord, float, str]]:
         """The ``n`` slowest ops: (record, seconds, bound)."""

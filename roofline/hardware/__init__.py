@@ -10,6 +10,7 @@ Examples
 295
 """
 
+from roofline.hardware.calibration import calibrate
 from roofline.hardware.registry import (
     AmbiguousDeviceError,
     UnknownDeviceError,
@@ -27,6 +28,7 @@ __all__ = [
     "HostLink",
     "Interconnect",
     "UnknownDeviceError",
+    "calibrate",
     "get_device",
     "list_devices",
     "load_device",

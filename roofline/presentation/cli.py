@@ -103,6 +103,25 @@ def cmd_devices(args: argparse.Namespace) -> str:
     return devices_to_json(specs) if args.json else format_devices_table(specs)
 
 
+def cmd_calibrate(args: argparse.Namespace) -> str:
+    from roofline.hardware import calibrate
+
+    dtypes = tuple(d.strip() for d in args.dtypes.split(",") if d.strip())
+    _progress(args, f"calibrating {args.device} ({', '.join(dtypes)})...")
+    spec = calibrate(args.device, dtypes=dtypes, quick=not args.full, threads=args.threads,
+                     cache=not args.no_cache)
+    if args.json:
+        return spec.model_dump_json(indent=2)
+    lines = [f"{spec.name}"]
+    for unit, peaks in (("matrix", spec.matrix_flops_per_s), ("vector", spec.vector_flops_per_s)):
+        for dtype, rate in peaks.items():
+            lines.append(f"  {unit} {dtype:<5} {rate / 1e9:10.1f} GFLOP/s")
+    lines.append(f"  bandwidth    {spec.bandwidth_bytes_per_s / 1e9:10.1f} GB/s")
+    lines.append(f"  per-op overhead {spec.launch_overhead_seconds * 1e6:7.2f} us")
+    lines += [f"  - {n}" for n in spec.notes]
+    return "\n".join(lines)
+
+
 def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="zoo name (gpt2, bert-base, resnet50, vit-b16, mobilenet, "
                                  "mlp, llama-7b), transformers:<Config> or package.module:factory")
@@ -138,6 +157,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("devices", help="the hardware registry")
     p.add_argument("--vendor")
     p.set_defaults(func=cmd_devices)
+
+    p = sub.add_parser("calibrate", help="measure achievable peaks, bandwidth and overhead")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or mps")
+    p.add_argument("--dtypes", default="float32", help="comma-separated, e.g. float32,bfloat16")
+    p.add_argument("--threads", type=int, help="CPU threads (default: torch's current)")
+    p.add_argument("--full", action="store_true", help="larger sizes (slower)")
+    p.add_argument("--no-cache", action="store_true", help="measure again")
+    p.set_defaults(func=cmd_calibrate)
 
     for p in sub.choices.values():
         p.add_argument("--json", action="store_true", default=argparse.SUPPRESS,

@@ -292,6 +292,23 @@ def sdpa_cudnn_backward_flop(grad: Any, q: Any, k: Any, v: Any, *args: Any,
     return _attention(q, k, v, bool(args[10]), backward=True)  # is_causal is arg 14
 
 
+# --- convolution backward (torch's formula ignores groups: depthwise convs come out
+# ~groups times too high) -------------------------------------------------------------
+
+@register_formula(aten.convolution_backward, category="conv")
+def conv_backward_flop(grad_out: Any, x: Any, w: Any, bias_sizes: Any, stride: Any,
+                       padding: Any, dilation: Any, transposed: bool, output_padding: Any,
+                       groups: int, output_mask: Sequence[bool], out_shape: Any = None,
+                       **kwargs: Any) -> int:
+    # w is [C_out, C_in/groups, *k] (transposed: [C_in, C_out/groups, *k]), so one
+    # multiply-add per weight element per position of the strided side already counts
+    # each group once. grad_input and grad_weight are each one such convolution; the
+    # bias gradient is a sum over grad_out.
+    positions = math.prod(x[2:]) if transposed else math.prod(grad_out[2:])
+    conv = 2 * x[0] * positions * math.prod(w)
+    return conv * (output_mask[0] + output_mask[1]) + output_mask[2] * numel(grad_out)
+
+
 # --- embedding, losses, pooling, upsampling, dropout -------------------------------
 
 register_no_flops("embedding", aten.embedding, bytes_rule=gather)

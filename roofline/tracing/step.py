@@ -61,6 +61,15 @@ def trace(model_or_fn: Any, *args: Any, train: bool = False,
     Trace
         One record per ATen op, with FLOPs, bytes, phase and module.
     """
+    return traced_step(model_or_fn, args, kwargs, train=train, loss_fn=loss_fn,
+                       optimizer=optimizer, fake=fake)
+
+
+def traced_step(model_or_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *,
+                train: bool, loss_fn: Callable[[Any], torch.Tensor] | None,
+                optimizer: torch.optim.Optimizer | None, fake: bool,
+                annotate: bool = False) -> Trace:
+    """:func:`trace`, optionally naming a profiler range after each op (for measure)."""
     fn = _unwrap_compiled(model_or_fn)
     if optimizer is not None and not train:
         raise ValueError("optimizer= is only used with train=True")
@@ -81,7 +90,7 @@ def trace(model_or_fn: Any, *args: Any, train: bool = False,
             if optimizer is not None:
                 optimizer.step()
 
-    cap = Capture(meta, warn=True)
+    cap = Capture(meta, warn=True, annotate=annotate)
     with contextlib.ExitStack() as stack:
         if fake:
             mode, args, kwargs = stack.enter_context(fake_step(fn, optimizer, args, kwargs))

@@ -81,9 +81,10 @@ def _has_decomposition(func: Any) -> bool:
 class _Recorder(TorchDispatchMode):
     """Records one :class:`OpRecord` per ATen op."""
 
-    def __init__(self, tracker: ModuleTracker) -> None:
+    def __init__(self, tracker: ModuleTracker, annotate: bool = False) -> None:
         super().__init__()
         self.tracker = tracker
+        self.annotate = annotate
         self.ops: list[OpRecord] = []
         self.in_optimizer = 0
         self._schemas: dict[Any, _Schema] = {}
@@ -106,7 +107,11 @@ class _Recorder(TorchDispatchMode):
                 out = func.decompose(*args, **kwargs)
             if out is not NotImplemented:
                 return out
-        out = func(*args, **kwargs)
+        if self.annotate:  # a profiler range per op, named by its index in the trace
+            with torch.profiler.record_function(f"roofline::{len(self.ops)}"):
+                out = func(*args, **kwargs)
+        else:
+            out = func(*args, **kwargs)
         self._record(func, args, kwargs, out)
         return out
 
@@ -191,9 +196,11 @@ def _dynamo_disabled() -> Iterator[None]:
 class Capture:
     """Context manager behind :func:`capture`; ``.trace`` is filled on exit."""
 
-    def __init__(self, meta: dict[str, Any] | None = None, warn: bool = True) -> None:
+    def __init__(self, meta: dict[str, Any] | None = None, warn: bool = True,
+                 annotate: bool = False) -> None:
         self.trace = Trace(meta=dict(meta or {}))
         self._warn = warn
+        self._annotate = annotate
         self._stack: contextlib.ExitStack | None = None
 
     def __enter__(self) -> Trace:
@@ -201,7 +208,7 @@ class Capture:
         try:
             stack.enter_context(_dynamo_disabled())
             tracker = stack.enter_context(ModuleTracker())
-            recorder = _Recorder(tracker)
+            recorder = _Recorder(tracker, self._annotate)
 
             def pre(*_: Any) -> None:
                 recorder.in_optimizer += 1

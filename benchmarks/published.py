@@ -1,0 +1,255 @@
+"""Predicted against published device-to-device speedups.
+
+Reads ``published_throughput.csv`` from the shared validation folder (never copied into
+this repository; ``--data`` or ``ROOFLINE_VALIDATION_CSV`` overrides the path), forms the
+comparable pairs its README describes (same source, model, task, precision, metric, and
+framework for NVIDIA's tables), builds the zoo's equivalent model for each covered
+family at the published batch, precision and sequence length (fake tensors), predicts
+the speedup between the two devices from datasheet peaks, and prints each pair's
+predicted and measured ratio, then the median and 90th-percentile error per source and
+precision. No constant is tuned per model or device pair.
+
+Usage: ``python benchmarks/published.py [--data PATH] [--efficiency 0.7] [--pairs]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import re
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+import roofline
+from roofline.zoo import get_model
+
+DEFAULT = Path(__file__).resolve().parents[1].parent / "shared" / "validation" / \
+    "published_throughput.csv"
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A zoo model at one published configuration."""
+
+    zoo: str
+    task: str  # train | inference
+    precision: str  # fp32 | amp | half
+    batch: int
+    seq_len: int | None = None
+
+
+# family -> (zoo name, sequence length or None); rows of other families are skipped
+FAMILIES: list[tuple[str, str, int | None]] = [
+    (r"^ResNet-50", "resnet50", None),
+    (r"^ResNet-152", "resnet152", None),
+    (r"^BERT-base SQuAD", "bert-base", 384),
+    (r"^BERT-large SQuAD", "bert-large", 384),
+    (r"^BERT-large pre-training \(phase 1\)", "bert-large", 128),
+    (r"^BERT-large pre-training \(phase 2\)", "bert-large", 512),
+    (r"^Transformer-big", "transformer-big", 128),
+    (r"^LLaMA-3-8B", "llama3-8b", None),
+]
+
+
+def family(model: str) -> tuple[str, int | None] | None:
+    for pattern, zoo, seq in FAMILIES:
+        if re.search(pattern, model):
+            return zoo, seq
+    return None
+
+
+def precision_of(p: str) -> str:
+    p = p.lower()
+    if "amp" in p or p == "fp16" or "mixed" in p:
+        return "amp"
+    if "half" in p or "fp16 weights" in p:
+        return "half"  # weights and activations in fp16 (llama.cpp F16)
+    return "fp32"  # fp32 and tf32: TF32 is on by default in these sources' containers
+
+
+def workload(row: pd.Series) -> Workload | None:
+    fam = family(row.model)
+    if fam is None or pd.isna(row.batch) or "int4" in row.precision:
+        # the zoo has no 4-bit (GGUF Q4_K_M) kernels: traced in fp16 its weight bytes
+        # would be 3.3x too high, so those llama.cpp rows count as not covered
+        return None
+    zoo, seq = fam
+    batch = int(row.batch)
+    if zoo == "llama3-8b":
+        # generation: one new token per step, weights read once (the KV cache at <=1k
+        # tokens is <1% of the bytes); prompt eval: the 1024-token prompt in one pass
+        seq = 1 if "generation" in str(row.metric) else 1024
+    if zoo == "transformer-big":
+        batch = max(1, batch // 2 // seq)  # token batch -> sentence pairs of src+tgt
+    return Workload(zoo, row.task, precision_of(row.precision), batch, seq)
+
+
+# The sources' device spellings that the registry's lookup does not take as they are,
+# mapped to registry entries by what the validation README says each machine is.
+# Left out: V100 32GB (DGX-2H, a 450 W higher-clock part), M1 7-core GPU (a cut-down M1)
+# and the dual Xeon E5-2630 v3: none is in the registry.
+DEVICE_NAMES = {
+    "LambdaCloud V100 16GB": "V100 SXM2 16GB", "V100 16GB (DGX-1)": "V100 SXM2 16GB",
+    "V100 32GB (DGX-1)": "V100 SXM2 32GB", "V100 32GB (DGX-2)": "V100 SXM2 32GB",
+    "LambdaCloud A10": "A10", "LambdaCloud A100 40GB PCIe": "A100 PCIe 40GB",
+    "A100 80GB SXM4": "A100 SXM 80GB", "A100 80GB (DGX A100)": "A100 SXM 80GB",
+    "A100 40GB (DGX A100)": "A100 SXM 40GB", "H100 80GB SXM5": "H100 SXM",
+    "H100 80GB PCIe Gen5": "H100 PCIe", "3070 8GB": "RTX 3070", "3080 10GB": "RTX 3080",
+    "3080 Ti 12GB": "RTX 3080 Ti", "3090 24GB": "RTX 3090", "4070 Ti 12GB": "RTX 4070 Ti",
+    "4080 16GB": "RTX 4080", "4090 24GB": "RTX 4090", "RTX 4000 Ada 20GB": "RTX 4000 Ada",
+    "RTX 5000 Ada 32GB": "RTX 5000 Ada", "RTX 6000 Ada 48GB": "RTX 6000 Ada",
+    "RTX A6000 48GB": "RTX A6000", "A40 48GB": "A40", "L40S 48GB": "L40S",
+    "Maxwell Titan X": "GTX TITAN X (Maxwell)", "Pascal Titan X": "TITAN X (Pascal)",
+    "M1 Max 32-Core GPU 64GB": "Apple M1 Max", "M2 Ultra 76-Core GPU 192GB": "Apple M2 Ultra",
+    "M3 Max 40-Core GPU 64GB": "Apple M3 Max",
+    "H200 140GB SXM (LambdaBM_ENG04_1xH200_140GB_SXM_h200_v2)": "H200 SXM",
+}
+
+
+def device(name: str) -> roofline.DeviceSpec:
+    return roofline.get_device(DEVICE_NAMES.get(name, name))
+
+
+_TRACES: dict[Workload, roofline.Trace] = {}
+
+
+def trace(w: Workload) -> roofline.Trace:
+    if w in _TRACES:
+        return _TRACES[w]
+    kw: dict[str, Any] = {"batch_size": w.batch}
+    if w.seq_len is not None:
+        kw["seq_len"] = w.seq_len
+    if w.precision == "half":
+        kw["dtype"] = torch.float16
+    if w.zoo.startswith("llama"):
+        kw["device"] = "meta"
+    zm = get_model(w.zoo, **kw)
+    train = w.task == "train"
+    if not train:
+        zm.model.eval()
+    optimizer = None
+    if train:
+        params = zm.model.parameters()
+        optimizer = (torch.optim.SGD(params, lr=0.1, momentum=0.9, foreach=True)
+                     if "resnet" in w.zoo else torch.optim.AdamW(params, foreach=True))
+    amp = torch.autocast("cpu", dtype=torch.float16, enabled=w.precision == "amp")
+    with warnings.catch_warnings(), amp, torch.set_grad_enabled(train):
+        warnings.simplefilter("ignore")
+        t = roofline.trace(zm.model, *(zm.train_inputs if train else zm.inputs),
+                           train=train, optimizer=optimizer, fake=True)
+    _TRACES[w] = t
+    return t
+
+
+_SECONDS: dict[tuple[Workload, str], float] = {}
+
+
+def seconds(w: Workload, device: roofline.DeviceSpec, opts: dict[str, Any]) -> float:
+    key = (w, device.name)
+    if key not in _SECONDS:
+        _SECONDS[key] = roofline.analyze(trace(w), device, **opts).seconds
+    return _SECONDS[key]
+
+
+def source_of(s: str) -> str:
+    return s.split(" (")[0]
+
+
+def throughput(value: float, metric: str) -> float:
+    return 1.0 / value if ("ms" in metric or "minutes" in metric) else value
+
+
+def run(path: Path, efficiency: float | None, show_pairs: bool) -> pd.DataFrame:
+    df = pd.read_csv(path)
+    df = df[~df.notes.fillna("").str.contains("SUSPECT")]
+    df["src"] = df.source.map(source_of)
+    keys = ["src", "model", "task", "precision", "metric"]
+    rows, skipped_model, skipped_device = [], set(), set()
+    opts: dict[str, Any] = {"tf32_matmul": True, "tf32_conv": True}
+    if efficiency is not None:
+        opts["efficiency"] = efficiency
+    for key, group in df.groupby(keys, sort=True):
+        if group.src.str.startswith("NVIDIA").any():
+            subgroups = [g for _, g in group.groupby("framework")]
+        else:
+            subgroups = [group]
+        for g in subgroups:
+            for (_, a), (_, b) in itertools.combinations(g.iterrows(), 2):
+                wa, wb = workload(a), workload(b)
+                if wa is None or wb is None:
+                    skipped_model.add(f"{a.model} {a.precision}" if "int4" in a.precision
+                                      else a.model)
+                    continue
+                try:
+                    da, db = device(a.device), device(b.device)
+                except LookupError:
+                    for r in (a, b):
+                        try:
+                            device(r.device)
+                        except LookupError:
+                            skipped_device.add(r.device)
+                    continue
+                if da.name == db.name:
+                    continue
+                try:
+                    sa, sb = seconds(wa, da, opts), seconds(wb, db, opts)
+                except ValueError:  # a device with no published peak for the dtype
+                    for r, d in ((a, da), (b, db)):
+                        try:
+                            seconds(wa if r is a else wb, d, opts)
+                        except ValueError:
+                            skipped_device.add(f"{r.device} (no published {r.precision} peak)")
+                    continue
+                predicted = (wb.batch / sb) / (wa.batch / sa)
+                measured = throughput(b.value, b.metric) / throughput(a.value, a.metric)
+                rows.append({"source": key[0], "model": key[1], "task": key[2],
+                             "precision": key[3], "metric": key[4], "A": a.device,
+                             "B": b.device, "batch_A": a.batch, "batch_B": b.batch,
+                             "predicted": predicted, "measured": measured,
+                             "error": predicted / measured - 1})
+    out = pd.DataFrame(rows)
+    if skipped_model:
+        print("families or precisions the zoo does not cover (skipped): "
+              f"{', '.join(sorted(skipped_model))}")
+    if skipped_device:
+        print(f"devices not in the registry (skipped): {', '.join(sorted(skipped_device))}")
+    if show_pairs:
+        with pd.option_context("display.max_rows", None, "display.width", 200):
+            print(out[["source", "model", "precision", "A", "B", "predicted", "measured",
+                       "error"]].round(3).to_string(index=False))
+    return out
+
+
+def summary(out: pd.DataFrame) -> None:
+    out = out.assign(abs_error=out.error.abs(), src=out.source.str.slice(0, 40))
+    table = out.groupby(["src", "precision"]).abs_error.agg(
+        pairs="count", median="median", p90=lambda x: np.percentile(x, 90))
+    print("\n|error| of predicted vs measured speedup, per source and precision")
+    print(table.round(3).to_string())
+    print(f"\nall {len(out)} pairs: median |error| {out.abs_error.median():.1%}, "
+          f"90th percentile {np.percentile(out.abs_error, 90):.1%} (target: median <= 10%)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path,
+                        default=Path(os.environ.get("ROOFLINE_VALIDATION_CSV", DEFAULT)))
+    parser.add_argument("--efficiency", type=float, default=None,
+                        help="one achievable fraction of peak for every device and roof")
+    parser.add_argument("--pairs", action="store_true", help="print every pair")
+    args = parser.parse_args()
+    if not args.data.exists():
+        raise SystemExit(f"no validation data at {args.data} (pass --data)")
+    out = run(args.data, args.efficiency, args.pairs)
+    summary(out)
+
+
+if __name__ == "__main__":
+    main()

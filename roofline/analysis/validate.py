@@ -1,0 +1,95 @@
+"""Predicted against measured: per op, per category and in total, with error statistics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from roofline.tracing.measure import Measurement
+
+if TYPE_CHECKING:
+    from roofline.analysis.roofline import Analysis
+
+
+class MismatchError(ValueError):
+    """The measurement's ops are not the analysed trace's ops."""
+
+
+def check_same_ops(analysis: Analysis, measurement: Measurement) -> None:
+    a, m = analysis.trace.ops, measurement.trace.ops
+    if len(a) != len(m):
+        raise MismatchError(f"the measurement ran {len(m)} ops, the analysed trace has {len(a)}: "
+                            "measure the same model, inputs and mode (train/inference)")
+    for i, (x, y) in enumerate(zip(a, m, strict=True)):
+        if x.name != y.name or x.input_shapes != y.input_shapes:
+            raise MismatchError(
+                f"op {i} differs: analysed {x.name} {x.input_shapes}, measured {y.name} "
+                f"{y.input_shapes}; measure with the same shapes as the trace")
+
+
+@dataclass
+class Validation:
+    """An analysis set against a measurement of the same step."""
+
+    analysis: Analysis
+    measurement: Measurement
+
+    @property
+    def predicted_seconds(self) -> float:
+        return self.analysis.seconds
+
+    @property
+    def measured_seconds(self) -> float:
+        return self.measurement.step_seconds
+
+    @property
+    def error(self) -> float:
+        """Relative error of the predicted step time: predicted / measured - 1."""
+        return self.predicted_seconds / self.measured_seconds - 1
+
+    def per_op(self) -> tuple[np.ndarray, np.ndarray]:
+        """(predicted, measured) seconds of the ops that got a measured time."""
+        mask = np.isfinite(self.measurement.op_seconds)
+        return self.analysis.op_seconds[mask], self.measurement.op_seconds[mask]
+
+    def op_error_stats(self, min_seconds: float = 1e-5) -> dict[str, float]:
+        """Median and 90th-percentile |relative error| over ops of at least ``min_seconds``."""
+        pred, meas = self.per_op()
+        keep = meas >= min_seconds
+        if not keep.any():
+            return {"ops": 0, "median": float("nan"), "p90": float("nan")}
+        err = np.abs(pred[keep] / meas[keep] - 1)
+        return {"ops": int(keep.sum()), "median": float(np.median(err)),
+                "p90": float(np.percentile(err, 90))}
+
+    def by_category(self) -> dict[str, dict[str, float]]:
+        measured = self.measurement.by_category()
+        predicted = {k: v["seconds"] for k, v in self.analysis.by_category().items()}
+        return {k: {"predicted": predicted.get(k, 0.0), "measured": m,
+                    "error": predicted.get(k, 0.0) / m - 1 if m else float("nan")}
+                for k, m in measured.items()}
+
+    def plot(self, ax: Any = None) -> Any:
+        """Log-log scatter of predicted against measured op times (matplotlib Axes)."""
+        import matplotlib.pyplot as plt
+
+        pred, meas = self.per_op()
+        if ax is None:
+            _, ax = plt.subplots(figsize=(5, 5))
+        ax.loglog(meas, pred, ".", alpha=0.5)
+        lo = max(min(meas.min(initial=1e-7), pred.min(initial=1e-7)), 1e-9)
+        hi = max(meas.max(initial=1e-3), pred.max(initial=1e-3))
+        ax.plot([lo, hi], [lo, hi], "k--", lw=1)
+        ax.set_xlabel("measured seconds")
+        ax.set_ylabel("predicted seconds")
+        ax.set_title(f"{self.analysis.device.name}: step error {self.error:+.0%}")
+        return ax
+
+    def __repr__(self) -> str:
+        s = self.op_error_stats()
+        return (f"Validation({self.analysis.device.name}: predicted "
+                f"{self.predicted_seconds * 1e3:.3f} ms, measured "
+                f"{self.measured_seconds * 1e3:.3f} ms, error {self.error:+.1%}; per-op median "
+                f"|error| {s['median']:.0%} over {s['ops']} ops)")

@@ -1,0 +1,299 @@
+"""Measure what a device achieves and return it as a :class:`DeviceSpec` (``measured=True``).
+
+Timings are medians of ``torch.utils.benchmark.Timer.blocked_autorange``, which synchronizes
+the accelerator around each block of runs:
+
+* matmul: n x n ``torch.mm``, 2 n^3 FLOPs, max of the two largest n -> ``matrix_flops_per_s``.
+* memory: copy and triad ``a = b + s*c`` beyond the last-level cache -> ``bandwidth_bytes_per_s``.
+* vector: ``torch.addcmul`` (2 FLOP/element) in cache, a LOWER BOUND of the SIMD / CUDA-core
+  rate (eager elementwise kernels are load/store-bound even in cache).
+* overhead: ``torch.add`` of 1-element tensors, back to back -> ``launch_overhead_seconds``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import hashlib
+import json
+import os
+import platform
+import re
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+import torch
+from torch.utils.benchmark import Timer
+
+from roofline.hardware.registry import AmbiguousDeviceError, UnknownDeviceError, get_device
+from roofline.hardware.spec import DeviceSpec, DeviceSpecError, validate_device
+from roofline.hardware.units import VECTOR_DTYPES, canonical_dtype, format_quantity
+
+__all__ = ["CACHE_ENV", "CalibrationError", "as_efficiency", "calibrate", "efficiencies"]
+
+CACHE_ENV = "ROOFLINE_CACHE_DIR"
+_TORCH_DTYPES = {"fp64": torch.float64, "fp32": torch.float32, "tf32": torch.float32,
+                 "fp16": torch.float16, "bf16": torch.bfloat16}
+# Fields that describe the hardware rather than its speed, carried over from the base spec.
+_CARRIED = ("memory_bytes", "cache_bytes", "form_factor", "tdp_watts", "host_link")
+
+
+class CalibrationError(ValueError, RuntimeError):
+    """The device or dtype cannot be calibrated here; the message says what is missing."""
+
+
+@dataclass(frozen=True)
+class _Plan:
+    matmul_sizes: tuple[int, ...]
+    stream_bytes: int  # per array
+    vector_elements: int  # per CPU thread, or in total on a GPU
+    min_run_time: float  # seconds per Timer measurement
+
+
+_PLANS = {  # (kind, quick) -> plan
+    ("cpu", True): _Plan((256, 512, 1024), 64 << 20, 1 << 17, 0.2),
+    ("cpu", False): _Plan((512, 1024, 2048), 256 << 20, 1 << 17, 0.5),
+    ("gpu", True): _Plan((2048, 4096, 8192), 1 << 30, 1 << 21, 0.2),
+    ("gpu", False): _Plan((4096, 8192, 16384), 1 << 30, 1 << 21, 0.5),
+}
+
+
+def calibrate(device: str = "cpu", dtypes: Sequence[str | torch.dtype] = ("float32",),
+              quick: bool = True, threads: int | None = None, cache: bool = True,
+              base: str | DeviceSpec | None = None) -> DeviceSpec:
+    """Measure achievable matmul FLOP/s, vector FLOP/s, bandwidth and per-op overhead.
+
+    Parameters
+    ----------
+    device : ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"mps"``.
+    dtypes : matmul dtypes (``"float32"``, ``torch.bfloat16``, ``"tf32"`` on CUDA, ...); fp32
+        and those of them with a vector rate are also measured on the vector units.
+    quick : small sizes (seconds); ``False`` uses larger ones (tens of seconds).
+    threads : CPU threads for the run (default: ``torch.get_num_threads()``); restored after.
+    cache : reuse a stored result with the same device, threads, dtypes, quick and torch
+        version (folder: ``$ROOFLINE_CACHE_DIR`` or the user cache dir); ``False`` measures
+        afresh and stores nothing.
+    base : datasheet spec or registry name to compare with (CUDA: looked up from
+        ``torch.cuda.get_device_name()`` when not given); efficiencies go into ``notes``.
+
+    Returns a ``measured=True`` DeviceSpec whose peaks are the measured achievable rates.
+    Raises :class:`CalibrationError` for a device that does not exist here, an unsupported
+    dtype, or a measurement the DeviceSpec validators reject.
+    """
+    dev = _resolve(str(device))
+    gpu, keys = dev.type != "cpu", _dtype_keys(dtypes, dev)
+    threads = torch.get_num_threads() if threads is None else threads
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise CalibrationError(f"threads must be a positive int, got {threads!r}")
+    hw_name = _hardware_name(dev)
+    base_spec = get_device(base) if base is not None else None
+    if base is None and dev.type == "cuda":
+        with contextlib.suppress(UnknownDeviceError, AmbiguousDeviceError):
+            base_spec = get_device(hw_name)
+    key = [hw_name, str(dev), threads, keys, quick, torch.__version__, base_spec and base_spec.name]
+    folder = os.environ.get(CACHE_ENV) or Path(platformdirs.user_cache_dir("roofline"),
+                                               "calibration")
+    path = Path(folder, re.sub(r"[^0-9a-z]+", "-", hw_name.lower())[:40] + "-"
+                + hashlib.sha256(json.dumps(key).encode()).hexdigest()[:12] + ".json")
+    with contextlib.suppress(OSError, ValueError):  # missing, unreadable or invalid: measure
+        if cache and (cached := DeviceSpec.model_validate_json(path.read_text("utf-8"))).measured:
+            return cached
+
+    plan = _PLANS["gpu" if gpu else "cpu", quick]
+    if base_spec and base_spec.cache_bytes and not gpu:  # stay well beyond the LLC
+        plan = replace(plan, stream_bytes=max(plan.stream_bytes, 4 * int(base_spec.cache_bytes)))
+    previous = torch.get_num_threads()
+    try:
+        torch.set_num_threads(previous if gpu else threads)
+        # The Timer synchronizes the *current* accelerator: make it the one measured.
+        with torch.cuda.device(dev) if dev.type == "cuda" else contextlib.nullcontext():
+            measured = _Bench(dev, plan, threads).run(keys)
+    finally:
+        torch.set_num_threads(previous)
+
+    source = f"measured by roofline.calibrate on {datetime.date.today().isoformat()}"
+    label = base_spec.name if base_spec else (hw_name if gpu else "CPU")
+    props = torch.cuda.get_device_properties(dev) if dev.type == "cuda" else None
+    data: dict[str, Any] = {
+        **({k: getattr(base_spec, k) for k in _CARRIED} if base_spec else {}),
+        **({"memory_bytes": props.total_memory} if props and not base_spec else {}),
+        **measured,
+        "name": f"{label} (measured)" if gpu
+        else f"{label} ({threads} thread{'s' * (threads != 1)}, measured)",
+        "vendor": base_spec.vendor if base_spec else "measured",
+        "kind": "gpu" if gpu else "cpu",
+        "compute_units": props.multi_processor_count if props else (None if gpu else threads),
+        "measured": True,
+        "sources": {"compute": source, "memory": source},
+        "notes": [f"{source.capitalize()}: {hw_name} ({dev}), torch "
+                  f"{torch.__version__}, {threads} CPU thread(s), quick={quick}.",
+                  *measured["notes"]],
+    }
+    try:
+        spec = validate_device(data, origin=f"calibrate({str(device)!r})")
+    except DeviceSpecError as exc:
+        raise CalibrationError(f"a measurement failed DeviceSpec validation (a dtype this device "
+                               f"only emulates slowly can fall below 1 GFLOP/s): {exc}") from exc
+    lines = [f"{k.replace('_', ' ')}: {v:.1%} of peak ({base_spec.name} datasheet)"
+             for k, v in efficiencies(spec, base_spec).items()] if base_spec else \
+        ["No datasheet spec known (pass base=): efficiencies vs peak not computed."]
+    spec = spec.with_overrides(notes=[*spec.notes, *lines])
+    if cache:
+        _store(path, spec)
+    return spec
+
+
+def efficiencies(measured: DeviceSpec, base: DeviceSpec) -> dict[str, float]:
+    """Measured over datasheet rates, e.g. ``{"matrix_bf16": 0.71, "memory": 0.88}``.
+
+    Matmul dtypes without a matrix peak in ``base`` are compared with its vector peak (where
+    PyTorch runs them, e.g. fp32 on CPUs). Keys without a peak are left out; ratios above 1
+    (a datasheet derived at base clock can be beaten) are kept.
+    """
+    out: dict[str, float] = {}
+    for key, rate in measured.matrix_flops_per_s.items():
+        if peak := base.peak_flops_per_s(key, "matrix") or base.peak_flops_per_s(key, "vector"):
+            out[f"matrix_{key}"] = rate / peak
+    for key, rate in measured.vector_flops_per_s.items():
+        if peak := base.peak_flops_per_s(key, "vector"):
+            out[f"vector_{key}"] = rate / peak
+    out["memory"] = measured.bandwidth_bytes_per_s / base.bandwidth_bytes_per_s
+    return out
+
+
+def as_efficiency(measured: DeviceSpec, base: DeviceSpec,
+                  dtype: str | torch.dtype | None = None) -> dict[str, float]:
+    """``{"matrix", "vector", "memory"}`` fractions for ``analyze(..., efficiency=...)``.
+
+    ``matrix`` is that of ``dtype`` (default: the fastest calibrated dtype with a datasheet
+    peak), ``vector`` that of fp32 (a lower bound). Capped at 1, as the analysis requires.
+    """
+    eff = efficiencies(measured, base)
+    rates = {k: r for k, r in measured.matrix_flops_per_s.items() if f"matrix_{k}" in eff}
+    key = canonical_dtype(dtype) if dtype else max(rates, key=lambda k: rates[k], default="")
+    picked = {"matrix": eff.get(f"matrix_{key}"), "vector": eff.get("vector_fp32"),
+              "memory": eff["memory"]}
+    return {k: min(1.0, v) for k, v in picked.items() if v is not None}
+
+
+@dataclass
+class _Bench:
+    """The microbenchmarks of one run; each appends what it measured to ``notes``."""
+
+    dev: torch.device
+    plan: _Plan
+    threads: int
+    notes: list[str] = field(default_factory=list)
+
+    def run(self, keys: list[str]) -> dict[str, Any]:
+        vector_keys = dict.fromkeys(k for k in ("fp32", *keys) if k in VECTOR_DTYPES)
+        return {"matrix_flops_per_s": {k: self.matmul(k) for k in keys},
+                "vector_flops_per_s": {k: self.vector(k) for k in vector_keys},
+                "bandwidth_bytes_per_s": self.bandwidth(),
+                "launch_overhead_seconds": self.overhead(), "notes": self.notes}
+
+    def time(self, stmt: str, what: str, **env: Any) -> float:
+        """Median seconds of ``stmt``; notes "noisy:" when IQR/median > 10% or < 3 blocks."""
+        m = Timer(stmt, globals={"torch": torch, **env}, num_threads=self.threads
+                  ).blocked_autorange(min_run_time=self.plan.min_run_time)
+        if (spread := m.iqr / m.median) > 0.10 or len(m.times) < 3:
+            self.notes.append(f"noisy: {what}: IQR/median {spread:.0%}, {len(m.times)} block(s)")
+        return m.median
+
+    def matmul(self, key: str) -> float:
+        rates, previous = {}, torch.get_float32_matmul_precision()
+        try:  # fp32 is measured as true fp32, tf32 with TF32 allowed
+            torch.set_float32_matmul_precision("high" if key == "tf32" else "highest")
+            for n in self.plan.matmul_sizes:
+                a, b = (torch.randn(n, n, device=self.dev, dtype=_TORCH_DTYPES[key]) for _ in "ab")
+                rates[n] = 2 * n**3 / self.time("torch.mm(a, b)", f"{key} matmul n={n}", a=a, b=b)
+        finally:
+            torch.set_float32_matmul_precision(previous)
+        best = max(rates[n] for n in sorted(rates)[-2:])
+        sizes = ", ".join(f"n={n}: {format_quantity(r, 'flops')}" for n, r in rates.items())
+        self.notes.append(f"{key} matmul (torch.mm, 2n^3 FLOPs): {sizes}; plateau (max of the "
+                          f"two largest) {format_quantity(best, 'flops')}.")
+        return best
+
+    def bandwidth(self) -> float:
+        n = self.plan.stream_bytes // 4
+        a, b, c = (torch.ones(n, device=self.dev) for _ in "abc")
+        copy = 2 * 4 * n / self.time("a.copy_(b)", "copy", a=a, b=b)
+        triad = 3 * 4 * n / self.time("torch.add(b, c, alpha=0.5, out=a)", "triad", a=a, b=b, c=c)
+        self.notes.append(
+            f"bandwidth = the larger of copy {format_quantity(copy, 'bandwidth')} (read + write) "
+            f"and triad a = b + s*c {format_quantity(triad, 'bandwidth')} (3 arrays) on "
+            f"{n * 4 / 2**20:.0f} MiB fp32 arrays: {'copy' if copy >= triad else 'triad'}. Bytes "
+            "counted as in STREAM (CPU write-allocate reads of the destination not counted).")
+        return max(copy, triad)
+
+    def vector(self, key: str) -> float:
+        big = self.plan.vector_elements * (self.threads if self.dev.type == "cpu" else 1)
+        rates = {}  # 2^14 elements stay under ATen's parallel grain size: one thread, no fork
+        for n in (1 << 14, big):
+            a, b, c, d = (torch.rand(n, device=self.dev, dtype=_TORCH_DTYPES[key]) for _ in "abcd")
+            rates[n] = 2 * n / self.time("torch.addcmul(c, a, b, value=0.5, out=d)",
+                                         f"{key} vector n={n}", a=a, b=b, c=c, d=d)
+        sizes = ", ".join(f"n={n}: {format_quantity(r, 'flops')}" for n, r in rates.items())
+        self.notes.append(f"{key} vector: torch.addcmul (2 FLOP/element, in cache) {sizes}; the "
+                          "max is a LOWER BOUND of the vector units (eager elementwise kernels "
+                          "are load/store-bound).")
+        return max(rates.values())
+
+    def overhead(self) -> float:
+        x = torch.ones(1, device=self.dev)
+        t = self.time("torch.add(x, y)", "overhead", x=x, y=x.clone())
+        self.notes.append(f"launch_overhead_seconds {format_quantity(t, 'seconds')}: median per "
+                          "torch.add of 1-element tensors, back to back (dispatch + launch).")
+        return t
+
+
+def _resolve(device: str) -> torch.device:
+    match = re.fullmatch(r"(cpu|cuda|mps)(?::(\d+))?", device.strip().lower())
+    kind, index = match.groups() if match else ("?", None)
+    count = {"?": 0, "cpu": 1, "mps": int(torch.backends.mps.is_available()),
+             "cuda": torch.cuda.device_count() if torch.cuda.is_available() else 0}[kind]
+    if int(index or 0) >= count:
+        why = {"?": "expected 'cpu', 'cuda', 'cuda:N' or 'mps'",
+               "cpu": "there is one CPU device; use 'cpu'",
+               "mps": "MPS is not available (needs Apple silicon and a torch build with MPS)",
+               "cuda": f"{count} CUDA device(s) available here (torch {torch.__version__}, CUDA "
+                       f"build {torch.version.cuda or 'none'})"}[kind]
+        raise CalibrationError(f"cannot calibrate {device!r}: {why}")
+    if kind != "cuda":
+        return torch.device(kind)
+    return torch.device("cuda", torch.cuda.current_device() if index is None else int(index))
+
+
+def _dtype_keys(dtypes: Sequence[str | torch.dtype], dev: torch.device) -> list[str]:
+    supported, keys = set(_TORCH_DTYPES) - ({"tf32"} if dev.type != "cuda" else set()), []
+    for dtype in [dtypes] if isinstance(dtypes, (str, torch.dtype)) else dtypes:
+        with contextlib.suppress(ValueError):  # unknown names fall through to the error
+            if (key := canonical_dtype(dtype)) in supported:
+                keys.append(key)
+                continue
+        raise CalibrationError(f"cannot calibrate dtype {dtype!r} on {dev.type}: supported are "
+                               "fp64, fp32, fp16, bf16 (or torch dtypes), tf32 on CUDA")
+    if not keys:
+        raise CalibrationError("dtypes is empty: name at least one dtype to calibrate")
+    return list(dict.fromkeys(keys))
+
+
+def _hardware_name(dev: torch.device) -> str:
+    if dev.type != "cpu":
+        return torch.cuda.get_device_name(dev) if dev.type == "cuda" else "Apple MPS"
+    with contextlib.suppress(OSError, IndexError):  # Linux; platform.processor() is often ""
+        return re.findall(r"model name\s*:\s*(.+)", Path("/proc/cpuinfo").read_text())[0].strip()
+    return platform.processor() or platform.machine() or "CPU"
+
+
+def _store(path: Path, spec: DeviceSpec) -> None:
+    try:  # a torn file (crash, concurrent writer) fails validation when read: re-measured
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(spec.model_dump_json(indent=2), encoding="utf-8")
+    except OSError as exc:
+        warnings.warn(f"calibration result not cached: {exc}", RuntimeWarning, stacklevel=3)

@@ -1,0 +1,150 @@
+"""``roofline.measure``: real step and per-op times, joined to the trace's op records.
+
+Per-op times come from ``torch.profiler`` (CPU op time on the CPU, kernel time on a
+GPU): the step is traced under the profiler with each op's execution wrapped in a
+``record_function`` range named after its index in the trace, so every time lands
+on exactly its op record (the tracer's own bookkeeping falls outside the ranges).
+The step time is measured separately, untraced.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from roofline.tracing.records import Trace
+from roofline.tracing.step import traced_step
+
+
+@dataclass
+class Measurement:
+    """Measured times of one step, aligned with ``trace.ops``.
+
+    Attributes
+    ----------
+    trace : the ops of the measured step (real tensors).
+    op_seconds : measured time per op (NaN where no profiler event matched).
+    step_seconds : median wall time of a whole step after warm-up.
+    step_samples : every timed step.
+    device : where it ran (``"cpu"``, ``"cuda:0"``...).
+    threads : CPU threads torch used.
+    """
+
+    trace: Trace
+    op_seconds: np.ndarray
+    step_seconds: float
+    step_samples: list[float]
+    device: str
+    threads: int
+
+    @property
+    def spread(self) -> float:
+        """Interquartile range over median of the step samples (0.1 = 10% noisy)."""
+        if len(self.step_samples) < 4:
+            return (max(self.step_samples) - min(self.step_samples)) / self.step_seconds
+        q = np.percentile(self.step_samples, [25, 75])
+        return float((q[1] - q[0]) / self.step_seconds)
+
+    @property
+    def coverage(self) -> float:
+        """Fraction of the trace's kernel-launching ops that got a measured time."""
+        launched = np.array([op.kernels > 0 for op in self.trace.ops], dtype=bool)
+        if not launched.any():
+            return 1.0
+        return float(np.isfinite(self.op_seconds[launched]).mean())
+
+    @property
+    def op_seconds_total(self) -> float:
+        """Sum of the measured op times."""
+        return float(np.nansum(self.op_seconds))
+
+    @property
+    def host_seconds(self) -> float:
+        """Step time not inside any op (Python, framework overhead): step minus ops."""
+        return max(0.0, self.step_seconds - self.op_seconds_total)
+
+    def by_category(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for op, s in zip(self.trace.ops, self.op_seconds, strict=True):
+            if np.isfinite(s):
+                out[op.category] = out.get(op.category, 0.0) + float(s)
+        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+    def __repr__(self) -> str:
+        return (f"Measurement({self.device}, {self.threads} threads: step "
+                f"{self.step_seconds * 1e3:.3f} ms (spread {self.spread:.0%}), ops "
+                f"{self.op_seconds_total * 1e3:.3f} ms, coverage {self.coverage:.0%})")
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def _op_times(n: int, events: list[Any], use_device_time: bool) -> np.ndarray:
+    """Seconds of each op from its ``roofline::<index>`` profiler range."""
+    seconds = np.full(n, np.nan)
+    for e in events:
+        if e.name.startswith("roofline::"):
+            us = e.device_time_total if use_device_time else e.cpu_time_total
+            seconds[int(e.name[len("roofline::"):])] = us * 1e-6
+    return seconds
+
+
+def measure(model_or_fn: Callable[..., Any], *args: Any, train: bool = False,
+            loss_fn: Callable[[Any], torch.Tensor] | None = None,
+            optimizer: torch.optim.Optimizer | None = None, device: str | None = None,
+            repeat: int = 5, warmup: int = 2, **kwargs: Any) -> Measurement:
+    """Time a real step (median of ``repeat`` after ``warmup``) and each of its ops.
+
+    Takes the same arguments as :func:`roofline.trace` (real tensors only); the
+    inputs must already live on ``device`` (default: the first tensor argument's).
+    """
+    if repeat < 1:
+        raise ValueError("repeat must be >= 1")
+    dev = device or next((str(a.device) for a in args if isinstance(a, torch.Tensor)), "cpu")
+    if any(isinstance(a, torch.Tensor) and a.device.type == "meta" for a in args):
+        raise ValueError("measure() needs real tensors, not meta tensors")
+
+    def clear_grads() -> None:
+        if isinstance(model_or_fn, torch.nn.Module):
+            for p in model_or_fn.parameters():
+                p.grad = None
+
+    def step() -> None:
+        out = model_or_fn(*args, **kwargs)
+        if train:
+            loss = loss_fn(out) if loss_fn is not None else out
+            loss.backward()
+            if optimizer is not None:
+                optimizer.step()
+            clear_grads()
+
+    for _ in range(warmup):
+        step()
+    _sync(dev)
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        step()
+        _sync(dev)
+        samples.append(time.perf_counter() - start)
+
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    cuda = dev.startswith("cuda")
+    if cuda:
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    with torch.profiler.profile(activities=activities) as prof:
+        t = traced_step(model_or_fn, args, kwargs, train=train, loss_fn=loss_fn,
+                        optimizer=optimizer, fake=False, annotate=True)
+        _sync(dev)
+    clear_grads()
+    seconds = _op_times(len(t.ops), list(prof.events()), use_device_time=cuda)
+    return Measurement(t, seconds, statistics.median(samples), samples, dev,
+                       torch.get_num_threads())

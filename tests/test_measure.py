@@ -1,0 +1,66 @@
+"""Measurement, validation and runtime-based prediction on the CPU."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import roofline
+from roofline.analysis.validate import MismatchError
+from roofline.tracing.measure import measure
+
+
+def _model() -> tuple[nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(256, 512), nn.GELU(), nn.Linear(512, 256)), torch.randn(
+        64, 256)
+
+
+def test_measure_times_every_op_of_the_step() -> None:
+    model, x = _model()
+    m = measure(model, x, train=True, loss_fn=lambda o: o.sum(), repeat=3)
+    assert m.coverage == 1.0
+    assert m.step_seconds > 0 and len(m.step_samples) == 3
+    launched = np.array([op.kernels > 0 for op in m.trace.ops])
+    assert np.all(m.op_seconds[launched] > 0)
+    assert "matmul" in m.by_category()
+    assert all(p.grad is None for p in model.parameters())
+
+
+def test_validation_against_a_cpu_spec() -> None:
+    model, x = _model()
+    m = measure(model, x, repeat=3)
+    spec = roofline.get_device("h100").with_overrides(name="test cpu")
+    v = roofline.analyze(m.trace, spec).against(m)
+    stats = v.op_error_stats(min_seconds=0)
+    assert stats["ops"] > 0 and np.isfinite(stats["median"])
+    assert v.error == pytest.approx(v.predicted_seconds / v.measured_seconds - 1)
+    assert v.plot() is not None
+
+
+def test_mismatched_measurement_is_refused() -> None:
+    model, x = _model()
+    m = measure(model, x, repeat=1)
+    other = roofline.trace(model, torch.randn(32, 256))
+    with pytest.raises(MismatchError, match="shapes"):
+        roofline.analyze(other, "h100").against(m)
+    with pytest.raises(ValueError, match="real tensors"):
+        measure(model, torch.randn(4, 256, device="meta"))
+
+
+def test_runtime_method_scales_measured_ops() -> None:
+    model, x = _model()
+    m = measure(model, x, repeat=3)
+    src = roofline.get_device("a100")
+    same = roofline.compare(m.trace, src, src, method="runtime", measurement=m)
+    assert same.speedup == pytest.approx(1.0)
+    assert same.src.seconds == pytest.approx(
+        np.nansum(m.op_seconds) + m.host_seconds, rel=1e-6)
+    faster = roofline.compare(m.trace, src, src.scaled(flops=2, bandwidth=2),
+                              method="runtime", measurement=m)
+    # every measured op halves except overhead-bound ones; host time stays
+    assert 1.0 <= faster.speedup <= 2.0 + 1e-9
+    with pytest.raises(ValueError, match="measurement"):
+        roofline.compare(m.trace, src, src, method="runtime")
