@@ -2,9 +2,10 @@
 
 Going from 1 to 2 threads roughly doubles peak FLOP/s while memory bandwidth stays
 shared and per-op dispatch overhead stays fixed: a real instance of "2x FLOP/s, will my
-model run 2x faster?". For each thread count, a fresh process calibrates the CPU
-(``roofline.calibrate``); for every zoo model's training and inference step, fresh
-processes measure the step (medians after warm-up) at each thread count. The predicted
+model run 2x faster?". For each thread count, three fresh processes calibrate the CPU
+(``roofline.calibrate``; the median of each field is used); for every zoo model's
+training and inference step, fresh processes measure the step (medians after warm-up)
+at each thread count. The predicted
 speedup (from the two calibrated specs: ``method="roofline"``; and from the 1-thread
 measurement scaled per op: ``method="runtime"``) is printed against the measured one.
 
@@ -69,8 +70,27 @@ def _child(code: str, *args: str) -> str:
     return out.stdout.strip().splitlines()[-1]
 
 
-def calibrated(threads: int) -> DeviceSpec:
-    return DeviceSpec.model_validate_json(_child(_CALIBRATE, str(threads)))
+def calibrated(threads: int, runs: int) -> DeviceSpec:
+    """Median, field by field, of ``runs`` calibrations, each in a fresh process.
+
+    One quick calibration on a shared 2-vCPU machine varies by 10-40% run to run
+    (2-thread bandwidth seen from 16 to 23 GB/s); the median of several is steadier.
+    """
+    specs = [DeviceSpec.model_validate_json(_child(_CALIBRATE, str(threads)))
+             for _ in range(runs)]
+
+    def med(values: list[float]) -> float:
+        return float(statistics.median(values))
+
+    first = specs[0]
+    return first.with_overrides(
+        matrix_flops_per_s={k: med([s.matrix_flops_per_s[k] for s in specs])
+                            for k in first.matrix_flops_per_s},
+        vector_flops_per_s={k: med([s.vector_flops_per_s[k] for s in specs])
+                            for k in first.vector_flops_per_s},
+        bandwidth_bytes_per_s=med([s.bandwidth_bytes_per_s for s in specs]),
+        launch_overhead_seconds=med([s.launch_overhead_seconds for s in specs]),
+        notes=[*first.notes, f"median of {runs} calibrations in fresh processes"])
 
 
 def measured(threads: int, model: str, mode: str, repeat: int) -> Measurement:
@@ -84,10 +104,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--calibrations", type=int, default=3,
+                        help="calibrations per thread count (median of each field)")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
 
-    one, two = calibrated(1), calibrated(2)
+    one, two = calibrated(1, args.calibrations), calibrated(2, args.calibrations)
     for spec in (one, two):
         print(f"{spec.name}: fp32 matmul {spec.peak_flops_per_s('float32') / 1e9:.1f} GFLOP/s, "
               f"bandwidth {spec.bandwidth_bytes_per_s / 1e9:.1f} GB/s, per-op overhead "
