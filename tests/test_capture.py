@@ -289,3 +289,29 @@ def test_grouped_conv_backward_is_twice_forward(groups: int) -> None:
     assert matmul_flops(t, "forward") == forward
     # grad_input + grad_weight, each a convolution of the forward's size, + bias sum
     assert matmul_flops(t, "backward") == 2 * forward + 2 * 16 * 8 * 8
+
+
+def _matmul_and_attention(t: Trace) -> dict[str, int]:
+    return {k: v.flops for k, v in t.by_category().items() if k in ("matmul", "attention")}
+
+
+def test_gpt2_and_bert_counts_match_hugging_face() -> None:
+    transformers = pytest.importorskip("transformers")
+    small = {"n_layer": 2, "n_head": 4, "vocab_size": 1000}
+    zm = get_model("gpt2", batch_size=2, seq_len=32, dropout=0, n_embd=128, **small)
+    hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        n_embd=128, bos_token_id=0, eos_token_id=0, **small))
+    zb = get_model("bert-base", batch_size=2, seq_len=32, hidden=128, ffn=512, dropout=0,
+                   **small)
+    hb = transformers.BertForMaskedLM(transformers.BertConfig(
+        hidden_size=128, num_hidden_layers=2, num_attention_heads=4, intermediate_size=512,
+        vocab_size=1000))
+    for ours, theirs in ((zm, hf), (zb, hb)):
+        ours.model.eval()
+        theirs.eval()
+        ids = ours.inputs[0]
+        with torch.no_grad():
+            a = roofline.trace(ours.model, ids)
+            b = roofline.trace(lambda x, m=theirs: m(input_ids=x).logits, ids)
+        # same linear layers (HF's Conv1D is addmm too) and the same attention kernel
+        assert _matmul_and_attention(a) == _matmul_and_attention(b)
