@@ -165,6 +165,26 @@ def test_autocast_dtype_is_recorded() -> None:
     assert dtypes == {"matmul": "bfloat16", "normalization": "float32"}
 
 
+def test_inference_mode_counts_composite_copies() -> None:
+    x = torch.randn(64, 32)
+    with torch.inference_mode():
+        t = roofline.trace(lambda x: x.t().reshape(-1), x)
+    # reshape of a transposed tensor is a real copy, not a view
+    assert t.total_bytes == 2 * 64 * 32 * 4
+
+
+def test_pooling_and_eval_batch_norm_formulas() -> None:
+    x = torch.randn(2, 8, 16, 16, requires_grad=True)
+    t = roofline.trace(lambda x: F.max_pool2d(x, 3, 2, 1).sum().backward(), x)
+    pool_bwd = next(op for op in t.ops if "max_pool2d_with_indices_backward" in op.name)
+    assert pool_bwd.flops == 2 * 8 * 8 * 8  # one add per gradient element
+    bn = nn.BatchNorm2d(8).eval()
+    with torch.no_grad():
+        t = roofline.trace(bn, torch.randn(2, 8, 4, 4))
+    norm = [op for op in t.ops if op.category == "normalization"]
+    assert sum(op.flops for op in norm) == (2 + 2) * 2 * 8 * 4 * 4  # (x-mean)*rstd, affine
+
+
 def test_no_grad_and_inference_mode_are_counted() -> None:
     zm = get_model("mlp", batch_size=4)
     expected = roofline.trace(zm.model, *zm.inputs).total_flops

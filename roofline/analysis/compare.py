@@ -66,7 +66,7 @@ class Comparison:
             s = src.get(k, {}).get("seconds", 0.0)
             d = dst.get(k, {}).get("seconds", 0.0)
             out[k] = {"src_seconds": s, "dst_seconds": d,
-                      "speedup": s / d if d else math.inf,
+                      "speedup": s / d if d else (1.0 if not s else math.inf),
                       "saved_fraction": (s - d) / self.src.seconds if self.src.seconds else 0.0}
         return out
 

@@ -15,8 +15,10 @@ device field) is the least time a kernel occupies the device: launch latency and
 the ramp of a kernel too small to fill the chip; an op below it is
 ``overhead``-bound and gains nothing from more FLOP/s or bandwidth. ``fill`` is
 the share of the chip a matmul-class op can occupy: its output tiles (128x128
-per compute unit, as cuBLAS/CUTLASS tile it; attention: one 128-row block per
-batch x head) over the device's compute units, at most 1.
+per compute unit, as cuBLAS/CUTLASS tile it; a convolution as its implicit GEMM;
+attention: one 128-row block per batch x head), times the split-K chunks of 1024
+its reduction allows, over the device's compute units, at most 1. Tile shapes and
+split-K heuristics of real libraries vary; skinny GEMMs are the least certain.
 
 Units: matmul-class ops (matmul, conv, attention) run on the matrix units in
 their dtype; fp32 matmuls use TF32 only when ``tf32_matmul=True`` (PyTorch's
@@ -46,7 +48,8 @@ from roofline.tracing.records import OpRecord, Trace
 
 MATRIX_CATEGORIES = frozenset({"matmul", "conv", "attention"})
 BOUNDS = ("compute", "memory", "overhead")
-_TILE = 128 * 128  # output elements per compute unit per wave (cuBLAS-style 128x128 tile)
+_TILE_SIDE = 128  # cuBLAS/CUTLASS-style 128x128 output tile per compute unit
+_SPLIT_K = 1024  # reduction length per split-K chunk
 # Integer and boolean ops (indices, masks) are costed at the fp32 vector rate without a note.
 _NOTED_FALLBACKS = frozenset({"float16", "bfloat16", "fp8", "float64"})
 _FLOAT8 = ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")
@@ -170,15 +173,23 @@ def _peak(spec: DeviceSpec, dtype: str, unit: str) -> float | None:
 
 def _fill(op: OpRecord, compute_units: int | None) -> float:
     """Share of the chip a matmul-class op can occupy (1 when unknown)."""
-    if not compute_units or not op.output_shapes:
+    if not compute_units or not op.output_shapes or not op.output_shapes[0]:
         return 1.0
     out = op.output_shapes[0]
     if op.category == "attention" and len(out) == 4:
         b, h, s, _ = out
-        blocks = b * h * -(-s // 128)
+        return min(1.0, b * h * -(-s // _TILE_SIDE) / compute_units)
+    if op.category == "conv" and len(out) >= 3:  # implicit GEMM: rows N*H*W, columns C_out
+        rows, cols, batch = int(np.prod(out)) // out[1], out[1], 1
     else:
-        blocks = -(-int(np.prod(out)) // _TILE) if out else 1
-    return min(1.0, blocks / compute_units)
+        rows, cols = (out[-2], out[-1]) if len(out) >= 2 else (1, out[-1])
+        batch = int(np.prod(out[:-2])) if len(out) > 2 else 1
+    tiles = batch * -(-rows // _TILE_SIDE) * -(-cols // _TILE_SIDE)
+    # too few tiles: cuBLAS-style split-K spreads the reduction dimension (derived from the
+    # FLOPs: 2 x outputs x K) over more compute units, in chunks of _SPLIT_K
+    k = op.flops / max(2 * int(np.prod(out)), 1)
+    split = max(1, int(k // _SPLIT_K))
+    return min(1.0, tiles * split / compute_units)
 
 
 @dataclass

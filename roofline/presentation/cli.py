@@ -29,15 +29,16 @@ def _trace(args: argparse.Namespace) -> Any:
     if args.dtype not in _DTYPES:
         raise ValueError(f"unknown --dtype {args.dtype!r}; choose from {', '.join(_DTYPES)}")
     zm = load_model(args.model, batch_size=args.batch_size, seq_len=args.seq_len)
-    fake = args.fake or any(p.device.type == "meta" for p in zm.model.parameters())
+    # fake tensors give the same counts without the memory, and a steady-state optimizer
+    # step (real tensors with a fresh optimizer would include its one-off state set-up)
+    fake = True
     inputs = zm.train_inputs if args.train else zm.inputs
     optimizer = (torch.optim.AdamW(zm.model.parameters(), foreach=True)
                  if args.train else None)
     if not args.train:
         zm.model.eval()
     mode = "training step" if args.train else "inference"
-    _progress(args, f"tracing {zm.name} ({mode}, {args.dtype}{', fake tensors' if fake else ''})"
-                    "...")
+    _progress(args, f"tracing {zm.name} ({mode}, {args.dtype}, fake tensors)...")
     start = time.perf_counter()
     amp = _DTYPES[args.dtype]
     with contextlib.ExitStack() as stack:
@@ -77,10 +78,10 @@ def cmd_analyze(args: argparse.Namespace) -> str:
     if args.compare:
         c = compare(t, args.device, args.compare, **_options(args))
         if args.json:
-            return json.dumps(tables.comparison_dict(c), indent=2, default=str)
+            return json.dumps(tables.finite(tables.comparison_dict(c)), indent=2, default=str)
         return tables.analysis_table(a, args.top) + "\n\n" + tables.comparison_table(c)
     if args.json:
-        return json.dumps(tables.analysis_dict(a, args.top), indent=2, default=str)
+        return json.dumps(tables.finite(tables.analysis_dict(a, args.top)), indent=2, default=str)
     return tables.analysis_table(a, args.top)
 
 
@@ -91,7 +92,7 @@ def cmd_what_if(args: argparse.Namespace) -> str:
     t = _trace(args)
     c = what_if(t, args.device, flops=args.flops, bandwidth=args.bandwidth, **_options(args))
     if args.json:
-        return json.dumps(tables.comparison_dict(c), indent=2, default=str)
+        return json.dumps(tables.finite(tables.comparison_dict(c)), indent=2, default=str)
     return tables.comparison_table(c)
 
 
@@ -130,7 +131,8 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=int)
     p.add_argument("--seq-len", type=int)
     p.add_argument("--dtype", default="fp32", help="fp32, tf32, bf16 or fp16 (mixed precision)")
-    p.add_argument("--fake", action="store_true", help="fake tensors: allocate nothing")
+    p.add_argument("--fake", action="store_true",
+                   help="fake tensors, allocate nothing (always on; kept for scripts)")
     p.add_argument("--host-seconds", type=float, default=0.0,
                    help="time per step off the device (data loading), kept fixed")
     p.add_argument("--top", type=int, default=15, help="ops to list")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from roofline.analysis import Analysis, Comparison
@@ -68,6 +69,17 @@ def comparison_table(c: Comparison) -> str:
         f"({seconds(c.src.seconds)} -> {seconds(c.dst.seconds)})", "",
         _table(["category", "", c.src.device.name, c.dst.device.name, "speedup"], rows), "",
         c.explain()])
+
+
+def finite(x: Any) -> Any:
+    """Replace inf/nan (not valid JSON) by None, recursively."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [finite(v) for v in x]
+    return x
 
 
 def analysis_dict(a: Analysis, top: int = 15) -> dict[str, Any]:

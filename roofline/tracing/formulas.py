@@ -177,8 +177,10 @@ def group_norm_flop(x: Any, weight: Any = None, bias: Any = None, *args: Any,
                   category="normalization")
 def batch_norm_flop(x: Any, weight: Any = None, bias: Any = None, *args: Any,
                     out_shape: Any = None, **kwargs: Any) -> int:
-    # training: statistics (4n) + normalise (1n) + affine; running-stat update is per channel
-    return (5 + _affine(weight, bias)) * numel(x)
+    # training: statistics (4n) + normalise (1n) + affine; running-stat update is per channel.
+    # eval (the first bool argument, ``training``, is False): (x - mean) * rstd (2n) + affine
+    training = next((a for a in args if isinstance(a, bool)), True)
+    return ((5 if training else 2) + _affine(weight, bias)) * numel(x)
 
 
 @register_formula(aten._native_batch_norm_legit_no_training, aten._batch_norm_no_update,
@@ -381,12 +383,16 @@ def avg_pool_flop(x: Any, kernel_size: Sequence[int], *args: Any, out_shape: Any
     return (_window(kernel_size) + 1) * numel(out_shape)
 
 
-@register_formula(aten.max_pool2d_with_indices_backward, aten.avg_pool2d_backward,
-                  category="pooling")
-def pool_backward_flop(grad: Any, x: Any, kernel_size: Sequence[int], *args: Any,
-                       out_shape: Any = None, **kwargs: Any) -> int:
-    # max: route each gradient (an add into the input gradient); avg: divide + add per
-    # window element
+@register_formula(aten.max_pool2d_with_indices_backward, category="pooling")
+def max_pool_backward_flop(grad: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+    # each gradient is added once into the input position its window's max came from
+    return numel(grad)
+
+
+@register_formula(aten.avg_pool2d_backward, category="pooling")
+def avg_pool_backward_flop(grad: Any, x: Any, kernel_size: Sequence[int], *args: Any,
+                           out_shape: Any = None, **kwargs: Any) -> int:
+    # each gradient divided by the window and added to every element of it
     return _window(kernel_size) * numel(grad)
 
 

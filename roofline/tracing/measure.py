@@ -34,6 +34,8 @@ class Measurement:
     step_samples : every timed step.
     device : where it ran (``"cpu"``, ``"cuda:0"``...).
     threads : CPU threads torch used.
+    profiler_inflation : how much the profiled ops summed to over the untraced step
+        (their times are divided by it; 1.0 when they fit inside the step).
     """
 
     trace: Trace
@@ -42,6 +44,7 @@ class Measurement:
     step_samples: list[float]
     device: str
     threads: int
+    profiler_inflation: float = 1.0
 
     @property
     def spread(self) -> float:
@@ -79,7 +82,8 @@ class Measurement:
     def __repr__(self) -> str:
         return (f"Measurement({self.device}, {self.threads} threads: step "
                 f"{self.step_seconds * 1e3:.3f} ms (spread {self.spread:.0%}), ops "
-                f"{self.op_seconds_total * 1e3:.3f} ms, coverage {self.coverage:.0%})")
+                f"{self.op_seconds_total * 1e3:.3f} ms, coverage {self.coverage:.0%}, "
+                f"profiler inflation {self.profiler_inflation:.2f}x)")
 
 
 def _sync(device: str) -> None:
@@ -140,11 +144,21 @@ def measure(model_or_fn: Callable[..., Any], *args: Any, train: bool = False,
     cuda = dev.startswith("cuda")
     if cuda:
         activities.append(torch.profiler.ProfilerActivity.CUDA)
+    # an untraced step first, under the same profiler: its start-up cost lands there, not
+    # on the traced step's first ops (only the traced step's ranges are read)
     with torch.profiler.profile(activities=activities) as prof:
+        step()
+        _sync(dev)
+        with torch.profiler.record_function("roofline-warmup"):  # first range pays set-up
+            pass
         t = traced_step(model_or_fn, args, kwargs, train=train, loss_fn=loss_fn,
                         optimizer=optimizer, fake=False, annotate=True)
         _sync(dev)
     clear_grads()
     seconds = _op_times(len(t.ops), list(prof.events()), use_device_time=cuda)
-    return Measurement(t, seconds, statistics.median(samples), samples, dev,
-                       torch.get_num_threads())
+    step_seconds = statistics.median(samples)
+    # per-op profiling costs time of its own: where the ops add up to more than the
+    # untraced step, scale them down to it and report the factor
+    inflation = max(1.0, float(np.nansum(seconds)) / step_seconds)
+    return Measurement(t, seconds / inflation, step_seconds, samples, dev,
+                       torch.get_num_threads(), inflation)

@@ -82,6 +82,11 @@ def traced_step(model_or_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
     if train and isinstance(fn, torch.nn.Module) and not fake:
         for p in fn.parameters():
             p.grad = None
+    if optimizer is not None and not fake and not optimizer.state:
+        warnings.warn(
+            "the optimizer has no state yet: this first step also initialises it (zeros_like "
+            "per parameter), which later steps do not; trace a later step, or use fake=True "
+            "(it traces a steady-state step)", RooflineWarning, stacklevel=3)
 
     def step(a: tuple[Any, ...], kw: dict[str, Any]) -> None:
         out = fn(*a, **kw)

@@ -89,6 +89,7 @@ class _Recorder(TorchDispatchMode):
         self.in_optimizer = 0
         self._schemas: dict[Any, _Schema] = {}
         self._info: dict[Any, OpInfo | None] = {}
+        self._composite: dict[Any, bool] = {}
         self._storage_ids: dict[int, int] = {}
         self._module_cache: tuple[frozenset[str], str] = (frozenset(), "")
 
@@ -100,9 +101,9 @@ class _Recorder(TorchDispatchMode):
         if func not in self._info:
             self._info[func] = lookup(func)
             self._schemas[func] = _Schema(func)
-        if self._info[func] is None and _has_decomposition(func):
-            # under inference_mode composite ops (linear, matmul...) reach the mode whole:
-            # count their ATen decomposition, as autograd would have run it
+        if self._decomposable(func):
+            # under inference_mode composite ops (linear, matmul, reshape...) reach the mode
+            # whole: count their ATen decomposition, as autograd would have run it
             with self:
                 out = func.decompose(*args, **kwargs)
             if out is not NotImplemented:
@@ -114,6 +115,11 @@ class _Recorder(TorchDispatchMode):
             out = func(*args, **kwargs)
         self._record(func, args, kwargs, out)
         return out
+
+    def _decomposable(self, func: Any) -> bool:
+        if func not in self._composite:
+            self._composite[func] = _has_decomposition(func)
+        return self._composite[func]
 
     def _storage_id(self, t: torch.Tensor) -> int:
         try:
