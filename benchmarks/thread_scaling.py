@@ -100,10 +100,27 @@ def measured(threads: int, model: str, mode: str, repeat: int) -> Measurement:
                        r["step_seconds"], r["samples"], "cpu", threads)
 
 
+def measured_pair(model: str, mode: str, repeat: int, rounds: int,
+                  ) -> tuple[Measurement, Measurement]:
+    """Fresh processes at 1 and 2 threads, alternated ``rounds`` times.
+
+    Each thread count keeps the round with the median step time, so slow drift of the
+    shared machine falls on both counts alike.
+    """
+    runs: dict[int, list[Measurement]] = {1: [], 2: []}
+    for _ in range(rounds):
+        for threads in (1, 2):
+            runs[threads].append(measured(threads, model, mode, repeat))
+    pick = {t: sorted(ms, key=lambda m: m.step_seconds)[len(ms) // 2] for t, ms in runs.items()}
+    return pick[1], pick[2]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="alternated 1-/2-thread measurement rounds per step")
     parser.add_argument("--calibrations", type=int, default=3,
                         help="calibrations per thread count (median of each field)")
     args = parser.parse_args()
@@ -122,8 +139,7 @@ def main() -> None:
     errors: dict[str, list[float]] = {"roofline": [], "runtime": []}
     for model in args.models.split(","):
         for mode in ("train", "inference"):
-            m1 = measured(1, model, mode, args.repeat)
-            m2 = measured(2, model, mode, args.repeat)
+            m1, m2 = measured_pair(model, mode, args.repeat, args.rounds)
             speedup = m1.step_seconds / m2.step_seconds
             roof = roofline.compare(m1.trace, one, two).speedup
             runtime = roofline.compare(m1.trace, one, two, method="runtime",
