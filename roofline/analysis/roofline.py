@@ -41,10 +41,10 @@ import numpy as np
 
 from roofline.hardware import DeviceSpec, get_device
 from roofline.tracing.measure import Measurement
+from roofline.tracing.records import OpRecord, Trace
 
 if TYPE_CHECKING:
     from roofline.analysis.validate import Validation
-from roofline.tracing.records import OpRecord, Trace
 
 MATRIX_CATEGORIES = frozenset({"matmul", "conv", "attention"})
 BOUNDS = ("compute", "memory", "overhead")

@@ -62,6 +62,12 @@ def _scalar_loss(out: Any) -> torch.Tensor:
     raise ValueError(f"cannot make a loss from a {type(out).__name__} output")
 
 
+def _json(data: dict[str, Any]) -> str:
+    from roofline.presentation.tables import finite
+
+    return json.dumps(finite(data), indent=2, default=str)
+
+
 def _options(args: argparse.Namespace) -> dict[str, Any]:
     opts: dict[str, Any] = {"tf32_matmul": args.dtype == "tf32"}
     if args.host_seconds:
@@ -78,10 +84,10 @@ def cmd_analyze(args: argparse.Namespace) -> str:
     if args.compare:
         c = compare(t, args.device, args.compare, **_options(args))
         if args.json:
-            return json.dumps(tables.finite(tables.comparison_dict(c)), indent=2, default=str)
+            return _json(tables.comparison_dict(c))
         return tables.analysis_table(a, args.top) + "\n\n" + tables.comparison_table(c)
     if args.json:
-        return json.dumps(tables.finite(tables.analysis_dict(a, args.top)), indent=2, default=str)
+        return _json(tables.analysis_dict(a, args.top))
     return tables.analysis_table(a, args.top)
 
 
@@ -92,7 +98,7 @@ def cmd_what_if(args: argparse.Namespace) -> str:
     t = _trace(args)
     c = what_if(t, args.device, flops=args.flops, bandwidth=args.bandwidth, **_options(args))
     if args.json:
-        return json.dumps(tables.finite(tables.comparison_dict(c)), indent=2, default=str)
+        return _json(tables.comparison_dict(c))
     return tables.comparison_table(c)
 
 

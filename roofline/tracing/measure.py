@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from roofline.tracing.records import Trace
-from roofline.tracing.step import traced_step
+from roofline.tracing.step import run_step, traced_step
 
 
 @dataclass
@@ -122,12 +122,8 @@ def measure(model_or_fn: Callable[..., Any], *args: Any, train: bool = False,
                 p.grad = None
 
     def step() -> None:
-        out = model_or_fn(*args, **kwargs)
+        run_step(model_or_fn, args, kwargs, train=train, loss_fn=loss_fn, optimizer=optimizer)
         if train:
-            loss = loss_fn(out) if loss_fn is not None else out
-            loss.backward()
-            if optimizer is not None:
-                optimizer.step()
             clear_grads()
 
     for _ in range(warmup):

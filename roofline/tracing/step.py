@@ -38,6 +38,17 @@ def _loss(out: Any, loss_fn: Callable[[Any], torch.Tensor] | None) -> torch.Tens
     return loss
 
 
+def run_step(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], *,
+             train: bool, loss_fn: Callable[[Any], torch.Tensor] | None,
+             optimizer: torch.optim.Optimizer | None) -> None:
+    """One step: forward and, with ``train``, loss, backward and ``optimizer.step()``."""
+    out = fn(*args, **kwargs)
+    if train:
+        _loss(out, loss_fn).backward()
+        if optimizer is not None:
+            optimizer.step()
+
+
 def trace(model_or_fn: Any, *args: Any, train: bool = False,
           loss_fn: Callable[[Any], torch.Tensor] | None = None,
           optimizer: torch.optim.Optimizer | None = None, fake: bool = False,
@@ -88,13 +99,6 @@ def traced_step(model_or_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
             "per parameter), which later steps do not; trace a later step, or use fake=True "
             "(it traces a steady-state step)", RooflineWarning, stacklevel=3)
 
-    def step(a: tuple[Any, ...], kw: dict[str, Any]) -> None:
-        out = fn(*a, **kw)
-        if train:
-            _loss(out, loss_fn).backward()
-            if optimizer is not None:
-                optimizer.step()
-
     cap = Capture(meta, warn=True, annotate=annotate)
     with contextlib.ExitStack() as stack:
         if fake:
@@ -102,7 +106,7 @@ def traced_step(model_or_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
             stack.enter_context(mode)
         try:
             with cap:
-                step(args, kwargs)
+                run_step(fn, args, kwargs, train=train, loss_fn=loss_fn, optimizer=optimizer)
         except DATA_DEPENDENT as e:
             raise FakeModeError(
                 f"{name} ran an op whose result depends on tensor values ({e}); fake "
