@@ -3,7 +3,8 @@
 Reads ``published_throughput.csv`` from the shared validation folder (never copied into
 this repository; ``--data`` or ``ROOFLINE_VALIDATION_CSV`` overrides the path), forms the
 comparable pairs its README describes (same source, model, task, precision, metric, and
-framework for NVIDIA's tables), builds the zoo's equivalent model for each covered
+framework for NVIDIA's tables; batch for batch where a table measured each device at
+several batches), builds the zoo's equivalent model for each covered
 family at the published batch, precision and sequence length (fake tensors), predicts
 the speedup between the two devices from datasheet peaks, and prints each pair's
 predicted and measured ratio, then the median and 90th-percentile error per source and
@@ -181,7 +182,13 @@ def run(path: Path, efficiency: float | None, show_pairs: bool) -> pd.DataFrame:
         else:
             subgroups = [group]
         for g in subgroups:
+            # a table that measured each device at several batches (NVIDIA's inference
+            # tables: 1, 8, 64, 256) is compared batch for batch: across batches a pair
+            # would test batch scaling, not the device swap
+            per_batch = bool(g.device.duplicated().any())
             for (_, a), (_, b) in itertools.combinations(g.iterrows(), 2):
+                if per_batch and a.batch != b.batch:
+                    continue
                 wa, wb = workload(a), workload(b)
                 if wa is None or wb is None:
                     skipped_model.add(f"{a.model} {a.precision}" if "int4" in a.precision
@@ -235,6 +242,27 @@ def summary(out: pd.DataFrame) -> None:
     print(table.round(3).to_string())
     print(f"\nall {len(out)} pairs: median |error| {out.abs_error.median():.1%}, "
           f"90th percentile {np.percentile(out.abs_error, 90):.1%} (target: median <= 10%)")
+    print("\nper-device bias: b(B) - b(A) fitted to log(predicted / measured) over all pairs "
+          "(least squares, mean 0);\n> 0: the datasheet model makes this device look faster "
+          "than it measured")
+    bias = device_bias(out)
+    print(", ".join(f"{name} {b:+.2f}" for name, b in bias.items()))
+
+
+def device_bias(out: pd.DataFrame) -> dict[str, float]:
+    """Per-device log bias of the predictions, from pairs only (a diagnostic, not a fit used)."""
+    a = out.A.map(lambda n: device(n).name)
+    b = out.B.map(lambda n: device(n).name)
+    names = sorted(set(a) | set(b))
+    col = {n: i for i, n in enumerate(names)}
+    design = np.zeros((len(out) + 1, len(names)))
+    for row, (na, nb) in enumerate(zip(a, b, strict=True)):
+        design[row, col[nb]] += 1
+        design[row, col[na]] -= 1
+    design[-1] = 1  # only differences are identified: fix the mean at 0
+    target = np.r_[np.log(out.predicted / out.measured).to_numpy(), 0.0]
+    fit = np.linalg.lstsq(design, target, rcond=None)[0]
+    return dict(sorted(zip(names, fit.tolist(), strict=True), key=lambda kv: kv[1]))
 
 
 def main() -> None:

@@ -2,14 +2,19 @@
 
 Going from 1 to 2 threads roughly doubles peak FLOP/s while memory bandwidth stays
 shared and per-op dispatch overhead stays fixed: a real instance of "2x FLOP/s, will my
-model run 2x faster?". For each thread count, three fresh processes calibrate the CPU
-(``roofline.calibrate``; the median of each field is used); for every zoo model's
-training and inference step, fresh processes measure the step (medians after warm-up)
-at each thread count. The predicted
-speedup (from the two calibrated specs: ``method="roofline"``; and from the 1-thread
-measurement scaled per op: ``method="runtime"``) is printed against the measured one.
+model run 2x faster?". Fresh processes calibrate the CPU at each thread count
+(``roofline.calibrate``, alternated, three each; the median of each field and curve point
+is used); for every zoo model's training and inference step, fresh processes measure the
+step at 1 and 2 threads (medians after warm-up, at least ``--min-seconds`` of steps),
+alternated over ``--rounds``; the measured speedup is the median of the rounds' ratios.
+The predicted speedup (from the two calibrated specs: ``method="roofline"``; and from the
+1-thread measurement scaled per op: ``method="runtime"``) is printed against it. With
+``--calibrate-each``, every measuring process first calibrates the CPU as it is at that
+moment, and each step is predicted from its own round's two calibrations (a shared VM's
+second core comes and goes; a calibration minutes earlier may describe another machine).
 
-Usage: ``python benchmarks/thread_scaling.py [--repeat 5] [--models mlp,gpt2]``
+Usage: ``python benchmarks/thread_scaling.py [--rounds 3] [--models mlp,gpt2] [--calibrate-each]
+[--out DIR]``
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ import statistics
 import subprocess
 import sys
 import warnings
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -51,15 +58,19 @@ torch.set_num_threads(int(sys.argv[1]))
 import roofline
 from roofline.tracing.measure import measure
 from roofline.zoo import get_model
+spec = None
+if sys.argv[7] == "1":  # calibrate this process's device state right before measuring
+    from roofline.hardware.calibration import calibrate
+    spec = calibrate("cpu", threads=int(sys.argv[1]), cache=False, quick=True).model_dump_json()
 zm = get_model(sys.argv[2], **json.loads(sys.argv[4]))
 train = sys.argv[3] == "train"
 if not train:
     zm.model.eval()
 with torch.set_grad_enabled(train):
     m = measure(zm.model, *(zm.train_inputs if train else zm.inputs), train=train,
-                repeat=int(sys.argv[5]))
+                repeat=int(sys.argv[5]), min_seconds=float(sys.argv[6]))
 print(json.dumps({"trace": m.trace.to_json(), "op_seconds": [float(x) for x in m.op_seconds],
-                  "step_seconds": m.step_seconds, "samples": m.step_samples}))
+                  "step_seconds": m.step_seconds, "samples": m.step_samples, "spec": spec}))
 """
 
 
@@ -70,15 +81,22 @@ def _child(code: str, *args: str) -> str:
     return out.stdout.strip().splitlines()[-1]
 
 
-def calibrated(threads: int, runs: int) -> DeviceSpec:
-    """Median, field by field, of ``runs`` calibrations, each in a fresh process.
+def calibrated(runs: int) -> tuple[DeviceSpec, DeviceSpec]:
+    """1- and 2-thread specs: the median, field by field, of ``runs`` calibrations of each.
 
-    One quick calibration on a shared 2-vCPU machine varies by 10-40% run to run
-    (2-thread bandwidth seen from 16 to 23 GB/s); the median of several is steadier.
+    Each calibration runs in a fresh process, alternating thread counts so that drift of
+    the shared machine falls on both alike. One quick calibration on a shared 2-vCPU
+    machine varies by 10-40% run to run; the median of several is steadier.
     """
-    specs = [DeviceSpec.model_validate_json(_child(_CALIBRATE, str(threads)))
-             for _ in range(runs)]
+    specs: dict[int, list[DeviceSpec]] = {1: [], 2: []}
+    for _ in range(runs):
+        for threads in (1, 2):
+            specs[threads].append(DeviceSpec.model_validate_json(
+                _child(_CALIBRATE, str(threads))))
+    return _median_spec(specs[1]), _median_spec(specs[2])
 
+
+def _median_spec(specs: list[DeviceSpec]) -> DeviceSpec:
     def med(values: list[float]) -> float:
         return float(statistics.median(values))
 
@@ -90,43 +108,70 @@ def calibrated(threads: int, runs: int) -> DeviceSpec:
                             for k in first.vector_flops_per_s},
         bandwidth_bytes_per_s=med([s.bandwidth_bytes_per_s for s in specs]),
         launch_overhead_seconds=med([s.launch_overhead_seconds for s in specs]),
-        notes=[*first.notes, f"median of {runs} calibrations in fresh processes"])
+        matmul_curve={k: [p.model_copy(update={"flops_per_s": med(
+            [s.matmul_curve[k][i].flops_per_s for s in specs])})
+            for i, p in enumerate(pts)] for k, pts in first.matmul_curve.items()},
+        memory_curve=[p.model_copy(update={"bytes_per_s": med(
+            [s.memory_curve[i].bytes_per_s for s in specs])})
+            for i, p in enumerate(first.memory_curve)],
+        notes=[*first.notes, f"median of {len(specs)} calibrations in fresh processes"])
 
 
-def measured(threads: int, model: str, mode: str, repeat: int) -> Measurement:
+@dataclass
+class Run:
+    """One fresh process's measurement, with its own calibration when asked for."""
+
+    measurement: Measurement
+    spec: DeviceSpec | None
+
+
+def measured(threads: int, model: str, mode: str, repeat: int, min_seconds: float,
+             calibrate_each: bool) -> Run:
     r = json.loads(_child(_MEASURE, str(threads), model, mode, json.dumps(MODELS[model]),
-                          str(repeat)))
-    return Measurement(Trace.from_json(r["trace"]), np.array(r["op_seconds"]),
-                       r["step_seconds"], r["samples"], "cpu", threads)
+                          str(repeat), str(min_seconds), str(int(calibrate_each))))
+    m = Measurement(Trace.from_json(r["trace"]), np.array(r["op_seconds"]),
+                    r["step_seconds"], r["samples"], "cpu", threads)
+    return Run(m, DeviceSpec.model_validate_json(r["spec"]) if r["spec"] else None)
 
 
-def measured_pair(model: str, mode: str, repeat: int, rounds: int,
-                  ) -> tuple[Measurement, Measurement]:
+def measured_pair(model: str, mode: str, repeat: int, rounds: int, min_seconds: float,
+                  calibrate_each: bool) -> tuple[Run, Run]:
     """Fresh processes at 1 and 2 threads, alternated ``rounds`` times.
 
-    Each thread count keeps the round with the median step time, so slow drift of the
-    shared machine falls on both counts alike.
+    The measured speedup is taken from the round with the median ratio of 1-thread over
+    2-thread step time: the two runs of a round are seconds apart, so slow drift of the
+    shared machine cancels in their ratio.
     """
-    runs: dict[int, list[Measurement]] = {1: [], 2: []}
-    for _ in range(rounds):
-        for threads in (1, 2):
-            runs[threads].append(measured(threads, model, mode, repeat))
-    pick = {t: sorted(ms, key=lambda m: m.step_seconds)[len(ms) // 2] for t, ms in runs.items()}
-    return pick[1], pick[2]
+    pairs = [(measured(1, model, mode, repeat, min_seconds, calibrate_each),
+              measured(2, model, mode, repeat, min_seconds, calibrate_each))
+             for _ in range(rounds)]
+    pairs.sort(key=lambda p: p[0].measurement.step_seconds / p[1].measurement.step_seconds)
+    return pairs[len(pairs) // 2]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=3, help="least timed steps per measurement")
     parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--rounds", type=int, default=2,
+    parser.add_argument("--rounds", type=int, default=3,
                         help="alternated 1-/2-thread measurement rounds per step")
+    parser.add_argument("--min-seconds", type=float, default=2.0,
+                        help="least time spent timing steps in each measurement")
     parser.add_argument("--calibrations", type=int, default=3,
                         help="calibrations per thread count (median of each field)")
+    parser.add_argument("--calibrate-each", action="store_true",
+                        help="calibrate in each measuring process, right before it measures, "
+                             "and predict each step from the calibrations of its own round")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="folder to write the calibrated specs and measurements to (JSON)")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
 
-    one, two = calibrated(1, args.calibrations), calibrated(2, args.calibrations)
+    one, two = calibrated(args.calibrations)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        for threads, spec in ((1, one), (2, two)):
+            (args.out / f"cpu-{threads}.json").write_text(spec.model_dump_json())
     for spec in (one, two):
         print(f"{spec.name}: fp32 matmul {spec.peak_flops_per_s('float32') / 1e9:.1f} GFLOP/s, "
               f"bandwidth {spec.bandwidth_bytes_per_s / 1e9:.1f} GB/s, per-op overhead "
@@ -139,10 +184,22 @@ def main() -> None:
     errors: dict[str, list[float]] = {"roofline": [], "runtime": []}
     for model in args.models.split(","):
         for mode in ("train", "inference"):
-            m1, m2 = measured_pair(model, mode, args.repeat, args.rounds)
+            r1, r2 = measured_pair(model, mode, args.repeat, args.rounds, args.min_seconds,
+                                   args.calibrate_each)
+            m1, m2 = r1.measurement, r2.measurement
             speedup = m1.step_seconds / m2.step_seconds
-            roof = roofline.compare(m1.trace, one, two).speedup
-            runtime = roofline.compare(m1.trace, one, two, method="runtime",
+            src, dst = (r1.spec, r2.spec) if r1.spec and r2.spec else (one, two)
+            if args.out:
+                (args.out / f"{model}-{mode}.json").write_text(json.dumps(
+                    {str(t): {"trace": m.trace.to_json(), "op_seconds": m.op_seconds.tolist(),
+                              "step_seconds": m.step_seconds, "samples": m.step_samples}
+                     for t, m in ((1, m1), (2, m2))}))
+                if args.calibrate_each:
+                    for t, spec in ((1, src), (2, dst)):
+                        (args.out / f"{model}-{mode}-cpu-{t}.json").write_text(
+                            spec.model_dump_json())
+            roof = roofline.compare(m1.trace, src, dst).speedup
+            runtime = roofline.compare(m1.trace, src, dst, method="runtime",
                                        measurement=m1).speedup
             e_roof, e_run = roof / speedup - 1, runtime / speedup - 1
             errors["roofline"].append(abs(e_roof))

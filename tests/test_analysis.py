@@ -202,3 +202,24 @@ def test_resnet50_answer_has_both_limits() -> None:
     assert max(flops2.speedup, bw2.speedup) < both.speedup <= 2.0
     swap = roofline.compare(t, "a100", "h100")
     assert 1.0 < swap.speedup < swap.flops_ratio
+
+
+def test_depthwise_convolution_runs_on_the_vector_units() -> None:
+    a100 = roofline.get_device("a100")
+
+    def conv(weight: tuple[int, ...], x: tuple[int, ...], backward: bool = False) -> OpRecord:
+        shapes = ((8, 64, 56, 56), x, weight) if backward else (x, weight)
+        return OpRecord(name=f"aten.convolution{'_backward' if backward else ''}.default",
+                        category="conv", phase="forward", module="", dtype="bfloat16",
+                        flops=10**12, bytes_read=1, bytes_written=0, input_shapes=shapes,
+                        output_shapes=((8, 64, 56, 56),))
+
+    depthwise = conv((64, 1, 3, 3), (8, 64, 56, 56))
+    depthwise_bwd = conv((64, 1, 3, 3), (8, 64, 56, 56), backward=True)
+    grayscale = conv((64, 1, 3, 3), (8, 1, 56, 56))  # one input channel, one group: a GEMM
+    dense = conv((64, 64, 3, 3), (8, 64, 56, 56))
+    a = roofline.analyze(Trace([depthwise, depthwise_bwd, grayscale, dense]), a100,
+                         overhead=False)
+    assert a.unit == ["vector bfloat16", "vector bfloat16", "matrix bfloat16", "matrix bfloat16"]
+    assert a.op_seconds[0] == pytest.approx(10**12 / a100.peak_flops_per_s("bf16", "vector"))
+    assert any("depthwise" in note for note in a.assumptions)

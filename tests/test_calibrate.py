@@ -67,9 +67,18 @@ def check_plausible(spec: DeviceSpec, threads: int) -> None:
     assert 1e9 < spec.bandwidth_bytes_per_s < 1e12
     assert 1e-7 < spec.launch_overhead_seconds < 1e-3
     assert spec.sources["compute"].startswith("measured by roofline.calibrate on ")
+    # the curves: a full (m, n, k) grid, and copies from a few KiB past the last-level cache
+    sizes = cal._PLANS["cpu", True].curve_sizes
+    assert len(spec.matmul_curve["fp32"]) == len(sizes) ** 3
+    assert all(1e7 < p.flops_per_s < 1e13 for p in spec.matmul_curve["fp32"])
+    assert spec.memory_curve[0].bytes == 3 * 2048
+    assert spec.memory_curve[-1].bytes == 3 * cal._PLANS["cpu", True].stream_bytes
+    # the largest add moves what the triad does: it cannot beat the best stream by far
+    assert 0.2 < spec.memory_curve[-1].bytes_per_s / spec.bandwidth_bytes_per_s < 2
     notes = "\n".join(spec.notes)
     for text in ("fp32 matmul (torch.mm", "n=1024", "plateau", "LOWER BOUND", "bandwidth =",
-                 "launch_overhead_seconds", torch.__version__, f"{threads} CPU thread(s)"):
+                 "launch_overhead_seconds", torch.__version__, f"{threads} CPU thread(s)",
+                 "fp32 matmul curve", "memory curve"):
         assert text in notes
 
 
@@ -159,6 +168,14 @@ def test_noisy_timings_are_noted(monkeypatch: pytest.MonkeyPatch) -> None:
     bench = cal._Bench(torch.device("cpu"), cal._PLANS["cpu", True], 1)
     assert bench.time("pass", "copy") == 1.3
     assert bench.notes == ["noisy: copy: IQR/median 23%, 4 block(s)"]
+    # curve points are counted and noted once per curve
+    small = cal._Plan((8,), 2048 * 16, 64, 0.01, (8, 16))
+    bench = cal._Bench(torch.device("cpu"), small, 1)
+    assert len(bench.memory_curve()) == 3  # 2 KiB, 8 KiB and the 32 KiB top
+    assert len(bench.matmul_curve("fp32")) == 8
+    assert bench.notes[0].endswith("noisy: 3 of 3 points with IQR/median > 10% (is something "
+                                   "else running?)")
+    assert "noisy: 8 of 8 points" in bench.notes[1]
 
 
 # ---------------------------------------------------------------------- cache
@@ -221,3 +238,18 @@ def test_exported_from_hardware() -> None:
     from roofline.hardware import calibrate as exported
 
     assert exported is calibrate is cal.calibrate
+
+
+def test_cli_calibrate_saves_a_spec_that_analyze_uses(runs: list[Any], tmp_path: Any,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from roofline.presentation.cli import main
+
+    path = tmp_path / "cpu.json"
+    assert main(["calibrate", "--threads", "1", "--save", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "matrix fp32" in out and "50.0 GFLOP/s" in out and "10.0 GB/s" in out
+    spec = DeviceSpec.model_validate_json(path.read_text())
+    assert spec.measured and spec.bandwidth_bytes_per_s == 1e10
+    assert main(["analyze", "mlp", "--device", str(path), "--batch-size", "4", "--json"]) == 0
+    assert spec.name in capsys.readouterr().out
+    assert main(["analyze", "mlp", "--device", str(tmp_path / "missing.json")]) == 1

@@ -20,9 +20,16 @@ attention: one 128-row block per batch x head), times the split-K chunks of 1024
 its reduction allows, over the device's compute units, at most 1. Tile shapes and
 split-K heuristics of real libraries vary; skinny GEMMs are the least certain.
 
+A calibrated spec (``roofline.calibrate``) carries measured curves that replace those
+two models where they exist: a matmul-class op runs at the rate ``torch.mm`` reached on
+its (m, n, k) shape (batches stacked as rows; a convolution as its implicit GEMM), with
+fill 1, and an op's bytes move at the rate a copy of that many bytes reached (cache,
+threads and launch included). See ``roofline/hardware/curves.py``.
+
 Units: matmul-class ops (matmul, conv, attention) run on the matrix units in
-their dtype; fp32 matmuls use TF32 only when ``tf32_matmul=True`` (PyTorch's
-default is off), convolutions when ``tf32_conv=True`` (PyTorch's default is on).
+their dtype (depthwise convolutions, one input channel per group, on the vector
+units); fp32 matmuls use TF32 only when ``tf32_matmul=True`` (PyTorch's default is
+off), convolutions when ``tf32_conv=True`` (PyTorch's default is on).
 A dtype the device has no matrix unit for falls back as PyTorch would (to the
 vector units; fp8 to the 16-bit matrix peak) and the analysis says so in
 ``assumptions``. Everything else runs on the vector units in its dtype (fp32 when
@@ -40,6 +47,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from roofline.hardware import DeviceSpec, get_device
+from roofline.hardware.curves import interpolate_matmul, interpolate_memory
+from roofline.hardware.units import canonical_dtype
 from roofline.tracing.measure import Measurement
 from roofline.tracing.records import OpRecord, Trace
 
@@ -171,25 +180,53 @@ def _peak(spec: DeviceSpec, dtype: str, unit: str) -> float | None:
         return None
 
 
-def _fill(op: OpRecord, compute_units: int | None) -> float:
-    """Share of the chip a matmul-class op can occupy (1 when unknown)."""
-    if not compute_units or not op.output_shapes or not op.output_shapes[0]:
-        return 1.0
+def _gemm(op: OpRecord) -> tuple[int, int, int, float] | None:
+    """(batch, rows, cols, k) of a matmul-class op as a GEMM, from its output and FLOPs."""
+    if not op.output_shapes or not op.output_shapes[0]:
+        return None
     out = op.output_shapes[0]
-    if op.category == "attention" and len(out) == 4:
-        b, h, s, _ = out
-        return min(1.0, b * h * -(-s // _TILE_SIDE) / compute_units)
+    if op.category == "attention" and len(out) == 4:  # per (batch, head): (s x d) @ (d x s)
+        b, h, s, d = out
+        return b * h, s, s, float(d)
     if op.category == "conv" and len(out) >= 3:  # implicit GEMM: rows N*H*W, columns C_out
         rows, cols, batch = int(np.prod(out)) // out[1], out[1], 1
     else:
         rows, cols = (out[-2], out[-1]) if len(out) >= 2 else (1, out[-1])
         batch = int(np.prod(out[:-2])) if len(out) > 2 else 1
+    # the reduction length, derived from the FLOPs: 2 x outputs x K
+    return batch, rows, cols, op.flops / max(2 * int(np.prod(out)), 1)
+
+
+def _fill(op: OpRecord, compute_units: int | None) -> float:
+    """Share of the chip a matmul-class op can occupy (1 when unknown)."""
+    gemm = _gemm(op)
+    if not compute_units or gemm is None:
+        return 1.0
+    batch, rows, cols, k = gemm
+    if op.category == "attention":
+        return min(1.0, batch * -(-rows // _TILE_SIDE) / compute_units)
     tiles = batch * -(-rows // _TILE_SIDE) * -(-cols // _TILE_SIDE)
-    # too few tiles: cuBLAS-style split-K spreads the reduction dimension (derived from the
-    # FLOPs: 2 x outputs x K) over more compute units, in chunks of _SPLIT_K
-    k = op.flops / max(2 * int(np.prod(out)), 1)
+    # too few tiles: cuBLAS-style split-K spreads the reduction dimension over more
+    # compute units, in chunks of _SPLIT_K
     split = max(1, int(k // _SPLIT_K))
     return min(1.0, tiles * split / compute_units)
+
+
+def _depthwise(op: OpRecord) -> bool:
+    """A convolution with one input channel per group (and more than one group)."""
+    if op.category != "conv":
+        return False
+    x, w = (1, 2) if "backward" in op.name else (0, 1)  # (grad_out,) input, weight, ...
+    shapes = op.input_shapes
+    return (len(shapes) > w and len(shapes[w]) >= 3 and len(shapes[x]) >= 3
+            and shapes[w][1] == 1 and shapes[x][1] > 1)
+
+
+def _curve_rates(ops: list[OpRecord], points: list[Any]) -> np.ndarray:
+    """Measured FLOP/s of each op's GEMM shape (batches stacked as rows)."""
+    dims = np.array([(g[0] * g[1], g[2], max(g[3], 1.0)) if (g := _gemm(op)) else (1, 1, 1)
+                     for op in ops], dtype=float).reshape(-1, 3)
+    return interpolate_matmul(points, dims[:, 0], dims[:, 1], dims[:, 2])
 
 
 @dataclass
@@ -371,14 +408,30 @@ def analyze(trace: Trace, device: str | DeviceSpec, **options: Any) -> Analysis:
     rate = np.empty(n)
     fill = np.ones(n)
     units: list[str] = []
+    on_curve: dict[str, list[int]] = {}  # measured matmul curve's dtype -> op indices
     for i, op in enumerate(trace.ops):
         matrix = op.category in MATRIX_CATEGORIES
+        if matrix and _depthwise(op):  # a per-channel stencil: no GEMM for matrix units
+            matrix = False
+            rates._note("depthwise convolutions run on the vector units (one input channel "
+                        "per group leaves no GEMM for matrix units)")
         rate[i], unit = rates.compute(matrix, op.dtype, op.category == "conv")
         units.append(unit)
         if matrix:
-            fill[i] = _fill(op, spec.compute_units)
+            key = canonical_dtype(unit.split(" ", 1)[1])  # the curve measured torch.mm there
+            if key in spec.matmul_curve:
+                on_curve.setdefault(key, []).append(i)
+            else:
+                fill[i] = _fill(op, spec.compute_units)
+    for dtype, idx in on_curve.items():  # the measured rate of the shape replaces peak x fill
+        rate[idx] = _curve_rates([trace.ops[i] for i in idx], spec.matmul_curve[dtype]) \
+            * rates.eff["matrix"]
     compute = flops / (rate * fill)
-    memory = nbytes / rates.bandwidth_bytes_per_s
+    if spec.memory_curve:  # measured bytes/s of an op that size: cache, threads, launch
+        bandwidth = interpolate_memory(spec.memory_curve, nbytes) * rates.eff["memory"]
+    else:
+        bandwidth = np.full(n, rates.bandwidth_bytes_per_s)
+    memory = nbytes / bandwidth
     overhead = kernels * spec.launch_overhead_seconds if opts.overhead else np.zeros(n)
     device_seconds = float(np.maximum(np.maximum(compute, memory), overhead).sum())
     host = opts.host_seconds

@@ -8,6 +8,9 @@ the accelerator around each block of runs:
 * vector: ``torch.addcmul`` (2 FLOP/element) in cache, a LOWER BOUND of the SIMD / CUDA-core
   rate (eager elementwise kernels are load/store-bound even in cache).
 * overhead: ``torch.add`` of 1-element tensors, back to back -> ``launch_overhead_seconds``.
+* curves: ``torch.mm`` on a grid of (m, n, k) shapes per dtype -> ``matmul_curve``, and
+  ``torch.add(b, c, out=a)`` (3 arrays moved) from a few KiB to beyond the last-level cache
+  -> ``memory_curve``: what ops of each size and shape achieve (see ``hardware/curves.py``).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import hashlib
+import itertools
 import json
 import os
 import platform
@@ -39,6 +43,7 @@ CACHE_ENV = "ROOFLINE_CACHE_DIR"
 _TORCH_DTYPES = {"fp64": torch.float64, "fp32": torch.float32, "tf32": torch.float32,
                  "fp16": torch.float16, "bf16": torch.bfloat16}
 # Fields that describe the hardware rather than its speed, carried over from the base spec.
+_FORMAT = 2  # bumped when a calibration measures more: older cached results are re-measured
 _CARRIED = ("memory_bytes", "cache_bytes", "form_factor", "tdp_watts", "host_link")
 
 
@@ -52,13 +57,18 @@ class _Plan:
     stream_bytes: int  # per array
     vector_elements: int  # per CPU thread, or in total on a GPU
     min_run_time: float  # seconds per Timer measurement
+    curve_sizes: tuple[int, ...]  # m, n and k values of the matmul curve's grid
+    curve_min_run_time: float = 0.02
 
 
 _PLANS = {  # (kind, quick) -> plan
-    ("cpu", True): _Plan((256, 512, 1024), 64 << 20, 1 << 17, 0.2),
-    ("cpu", False): _Plan((512, 1024, 2048), 256 << 20, 1 << 17, 0.5),
-    ("gpu", True): _Plan((2048, 4096, 8192), 1 << 30, 1 << 21, 0.2),
-    ("gpu", False): _Plan((4096, 8192, 16384), 1 << 30, 1 << 21, 0.5),
+    ("cpu", True): _Plan((256, 512, 1024), 64 << 20, 1 << 17, 0.2, (32, 128, 512, 2048)),
+    ("cpu", False): _Plan((512, 1024, 2048), 256 << 20, 1 << 17, 0.5,
+                          (16, 64, 256, 1024, 4096), 0.05),
+    ("gpu", True): _Plan((2048, 4096, 8192), 1 << 30, 1 << 21, 0.2,
+                         (64, 256, 1024, 4096, 16384)),
+    ("gpu", False): _Plan((4096, 8192, 16384), 1 << 30, 1 << 21, 0.5,
+                          (16, 64, 256, 1024, 4096, 16384), 0.05),
 }
 
 
@@ -94,7 +104,8 @@ def calibrate(device: str = "cpu", dtypes: Sequence[str | torch.dtype] = ("float
     if base is None and dev.type == "cuda":
         with contextlib.suppress(UnknownDeviceError, AmbiguousDeviceError):
             base_spec = get_device(hw_name)
-    key = [hw_name, str(dev), threads, keys, quick, torch.__version__, base_spec and base_spec.name]
+    key = [_FORMAT, hw_name, str(dev), threads, keys, quick, torch.__version__,
+           base_spec and base_spec.name]
     folder = os.environ.get(CACHE_ENV) or Path(platformdirs.user_cache_dir("roofline"),
                                                "calibration")
     path = Path(folder, re.sub(r"[^0-9a-z]+", "-", hw_name.lower())[:40] + "-"
@@ -188,19 +199,26 @@ class _Bench:
     plan: _Plan
     threads: int
     notes: list[str] = field(default_factory=list)
+    noisy_points: int = 0
 
     def run(self, keys: list[str]) -> dict[str, Any]:
         vector_keys = dict.fromkeys(k for k in ("fp32", *keys) if k in VECTOR_DTYPES)
         return {"matrix_flops_per_s": {k: self.matmul(k) for k in keys},
                 "vector_flops_per_s": {k: self.vector(k) for k in vector_keys},
                 "bandwidth_bytes_per_s": self.bandwidth(),
-                "launch_overhead_seconds": self.overhead(), "notes": self.notes}
+                "launch_overhead_seconds": self.overhead(),
+                "matmul_curve": {k: self.matmul_curve(k) for k in keys},
+                "memory_curve": self.memory_curve(), "notes": self.notes}
 
-    def time(self, stmt: str, what: str, **env: Any) -> float:
+    def time(self, stmt: str, what: str, min_run_time: float | None = None, **env: Any) -> float:
         """Median seconds of ``stmt``; notes "noisy:" when IQR/median > 10% or < 3 blocks."""
         m = Timer(stmt, globals={"torch": torch, **env}, num_threads=self.threads
-                  ).blocked_autorange(min_run_time=self.plan.min_run_time)
-        if (spread := m.iqr / m.median) > 0.10 or len(m.times) < 3:
+                  ).blocked_autorange(min_run_time=min_run_time or self.plan.min_run_time)
+        spread = m.iqr / m.median
+        if min_run_time is not None:  # a curve point: counted, noted once per curve
+            self.noisy_points += spread > 0.10
+            return m.median
+        if spread > 0.10 or len(m.times) < 3:
             self.notes.append(f"noisy: {what}: IQR/median {spread:.0%}, {len(m.times)} block(s)")
         return m.median
 
@@ -218,6 +236,46 @@ class _Bench:
         self.notes.append(f"{key} matmul (torch.mm, 2n^3 FLOPs): {sizes}; plateau (max of the "
                           f"two largest) {format_quantity(best, 'flops')}.")
         return best
+
+    def matmul_curve(self, key: str) -> list[dict[str, float]]:
+        sizes, points, self.noisy_points = self.plan.curve_sizes, [], 0
+        previous = torch.get_float32_matmul_precision()
+        try:
+            torch.set_float32_matmul_precision("high" if key == "tf32" else "highest")
+            for m, n, k in itertools.product(sizes, sizes, sizes):
+                a = torch.randn(m, k, device=self.dev, dtype=_TORCH_DTYPES[key])
+                b = torch.randn(k, n, device=self.dev, dtype=_TORCH_DTYPES[key])
+                seconds = self.time("torch.mm(a, b)", "", self.plan.curve_min_run_time, a=a, b=b)
+                points.append({"m": m, "n": n, "k": k, "flops_per_s": 2 * m * n * k / seconds})
+        finally:
+            torch.set_float32_matmul_precision(previous)
+        rates = [p["flops_per_s"] for p in points]
+        self.notes.append(f"{key} matmul curve: torch.mm over m, n, k in {sizes} "
+                          f"({len(points)} shapes): {format_quantity(min(rates), 'flops')} to "
+                          f"{format_quantity(max(rates), 'flops')}.{self._noisy(len(points))}")
+        return points
+
+    def memory_curve(self) -> list[dict[str, float]]:
+        top = self.plan.stream_bytes
+        sizes = [*(b for b in (2048 * 4**i for i in range(20)) if b < top), top]  # per array
+        points, self.noisy_points = [], 0
+        for size in sizes:
+            a, b, c = (torch.ones(size // 4, device=self.dev) for _ in "abc")
+            seconds = self.time("torch.add(b, c, out=a)", "", self.plan.curve_min_run_time,
+                                a=a, b=b, c=c)
+            points.append({"bytes": 3 * size, "bytes_per_s": 3 * size / seconds})
+        rates = [p["bytes_per_s"] for p in points]
+        self.notes.append(f"memory curve: torch.add(b, c, out=a) on fp32 arrays of 2 KiB to "
+                          f"{top / 2**20:.0f} MiB ({len(points)} sizes, 3 arrays moved): "
+                          f"{format_quantity(min(rates), 'bandwidth')} to "
+                          f"{format_quantity(max(rates), 'bandwidth')}.{self._noisy(len(points))}")
+        return points
+
+    def _noisy(self, total: int) -> str:
+        if not self.noisy_points:
+            return ""
+        return (f" noisy: {self.noisy_points} of {total} points with IQR/median > 10% (is "
+                "something else running?)")
 
     def bandwidth(self) -> float:
         n = self.plan.stream_bytes // 4

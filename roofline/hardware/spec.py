@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from roofline.hardware.curves import MatmulPoint, MemoryPoint, check_grid
 from roofline.hardware.units import (
     DTYPES,
     VECTOR_DTYPES,
@@ -207,6 +208,16 @@ class DeviceSpec(BaseModel):
     efficiency: dict[str, float] = Field(
         default_factory=dict, description="Achievable fractions of peak in (0, 1]; empty = peaks."
     )
+    matmul_curve: dict[str, list[MatmulPoint]] = Field(
+        default_factory=dict,
+        description="Measured matmul FLOP/s on a grid of (m, n, k) shapes, per dtype "
+        "(roofline.calibrate); used in place of peak x fill for matrix ops of that dtype.",
+    )
+    memory_curve: list[MemoryPoint] = Field(
+        default_factory=list,
+        description="Measured copy bytes/s by bytes moved (roofline.calibrate); used in place "
+        "of bandwidth_bytes_per_s for an op that moves that many bytes.",
+    )
     measured: bool = False
     sources: dict[str, str] = Field(default_factory=dict, description="Field group -> URL.")
     notes: list[str] = Field(default_factory=list)
@@ -231,6 +242,24 @@ class DeviceSpec(BaseModel):
                 data = {**data, "launch_overhead_seconds": default}
                 data["notes"] = [*(data.get("notes") or []), note]
         return data
+
+    normalise_curve_keys = field_validator("matmul_curve", mode="before")(_peak_table(DTYPES))
+
+    @field_validator("matmul_curve")
+    @classmethod
+    def _check_matmul_curve(
+        cls, value: dict[str, list[MatmulPoint]]
+    ) -> dict[str, list[MatmulPoint]]:
+        for points in value.values():
+            check_grid(points)
+        return value
+
+    @field_validator("memory_curve")
+    @classmethod
+    def _check_memory_curve(cls, value: list[MemoryPoint]) -> list[MemoryPoint]:
+        if len({p.bytes for p in value}) != len(value):
+            raise ValueError("memory curve has duplicate byte sizes")
+        return sorted(value, key=lambda p: p.bytes)
 
     @field_validator("efficiency")
     @classmethod
@@ -332,9 +361,11 @@ class DeviceSpec(BaseModel):
         Parameters
         ----------
         flops : float
-            Factor applied to all matrix, sparse and vector peaks; must be > 0.
+            Factor applied to all matrix, sparse and vector peaks (and the measured matmul
+            curve); must be > 0.
         bandwidth : float
-            Factor applied to ``bandwidth_bytes_per_s``; must be > 0.
+            Factor applied to ``bandwidth_bytes_per_s`` (and the measured memory curve);
+            must be > 0.
         name : str, optional
             Defaults to e.g. ``"H100 SXM (2x FLOP/s)"``.
 
@@ -358,6 +389,10 @@ class DeviceSpec(BaseModel):
         data = self.model_dump()
         for table in ("matrix_flops_per_s", "matrix_sparse_flops_per_s", "vector_flops_per_s"):
             data[table] = {k: v * flops for k, v in data[table].items()}
+        data["matmul_curve"] = {k: [{**p, "flops_per_s": p["flops_per_s"] * flops} for p in pts]
+                                for k, pts in data["matmul_curve"].items()}
+        data["memory_curve"] = [{**p, "bytes_per_s": p["bytes_per_s"] * bandwidth}
+                                for p in data["memory_curve"]]
         data.update(
             name=name or f"{self.name} ({label})",
             aliases=[],

@@ -75,14 +75,29 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
     return opts
 
 
+def _device(name: str) -> Any:
+    """A registry name, or a YAML/JSON device file (``roofline calibrate --save`` writes one)."""
+    from pathlib import Path
+
+    from roofline.hardware import get_device, load_device
+
+    if Path(name).suffix.lower() in (".json", ".yaml", ".yml"):
+        spec = load_device(name)
+        if isinstance(spec, list):
+            raise ValueError(f"{name} holds {len(spec)} devices; pass a file with one")
+        return spec
+    return get_device(name)
+
+
 def cmd_analyze(args: argparse.Namespace) -> str:
     from roofline.analysis import analyze, compare
     from roofline.presentation import tables
 
     t = _trace(args)
-    a = analyze(t, args.device, **_options(args))
+    device = _device(args.device)
+    a = analyze(t, device, **_options(args))
     if args.compare:
-        c = compare(t, args.device, args.compare, **_options(args))
+        c = compare(t, device, _device(args.compare), **_options(args))
         if args.json:
             return _json(tables.comparison_dict(c))
         return tables.analysis_table(a, args.top) + "\n\n" + tables.comparison_table(c)
@@ -96,7 +111,8 @@ def cmd_what_if(args: argparse.Namespace) -> str:
     from roofline.presentation import tables
 
     t = _trace(args)
-    c = what_if(t, args.device, flops=args.flops, bandwidth=args.bandwidth, **_options(args))
+    c = what_if(t, _device(args.device), flops=args.flops, bandwidth=args.bandwidth,
+                **_options(args))
     if args.json:
         return _json(tables.comparison_dict(c))
     return tables.comparison_table(c)
@@ -117,6 +133,10 @@ def cmd_calibrate(args: argparse.Namespace) -> str:
     _progress(args, f"calibrating {args.device} ({', '.join(dtypes)})...")
     spec = calibrate(args.device, dtypes=dtypes, quick=not args.full, threads=args.threads,
                      cache=not args.no_cache)
+    if args.save:
+        with open(args.save, "w", encoding="utf-8") as f:
+            f.write(spec.model_dump_json(indent=2))
+        _progress(args, f"wrote {args.save} (use it as --device {args.save})")
     if args.json:
         return spec.model_dump_json(indent=2)
     lines = [f"{spec.name}"]
@@ -132,7 +152,8 @@ def cmd_calibrate(args: argparse.Namespace) -> str:
 def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="zoo name (gpt2, bert-base, resnet50, vit-b16, mobilenet, "
                                  "mlp, llama-7b), transformers:<Config> or package.module:factory")
-    p.add_argument("--device", required=True, help="device name, e.g. h100, a100, mi300x")
+    p.add_argument("--device", required=True,
+                   help="device name (h100, a100, mi300x) or a device file (.json/.yaml)")
     p.add_argument("--train", action="store_true", help="trace a training step (AdamW)")
     p.add_argument("--batch-size", type=int)
     p.add_argument("--seq-len", type=int)
@@ -172,6 +193,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, help="CPU threads (default: torch's current)")
     p.add_argument("--full", action="store_true", help="larger sizes (slower)")
     p.add_argument("--no-cache", action="store_true", help="measure again")
+    p.add_argument("--save", metavar="FILE.json",
+                   help="write the measured spec, for analyze/what-if --device FILE.json")
     p.set_defaults(func=cmd_calibrate)
 
     for p in sub.choices.values():

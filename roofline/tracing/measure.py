@@ -104,14 +104,19 @@ def _op_times(n: int, events: list[Any], use_device_time: bool) -> np.ndarray:
 def measure(model_or_fn: Callable[..., Any], *args: Any, train: bool = False,
             loss_fn: Callable[[Any], torch.Tensor] | None = None,
             optimizer: torch.optim.Optimizer | None = None, device: str | None = None,
-            repeat: int = 5, warmup: int = 2, **kwargs: Any) -> Measurement:
+            repeat: int = 5, warmup: int = 2, min_seconds: float = 0.0,
+            **kwargs: Any) -> Measurement:
     """Time a real step (median of ``repeat`` after ``warmup``) and each of its ops.
 
     Takes the same arguments as :func:`roofline.trace` (real tensors only); the
     inputs must already live on ``device`` (default: the first tensor argument's).
+    ``min_seconds`` keeps timing steps past ``repeat`` until that much time was spent
+    (as ``Timer.blocked_autorange``'s ``min_run_time``): short steps get more samples.
     """
     if repeat < 1:
         raise ValueError("repeat must be >= 1")
+    if min_seconds < 0:
+        raise ValueError("min_seconds must be >= 0")
     dev = device or next((str(a.device) for a in args if isinstance(a, torch.Tensor)), "cpu")
     if any(isinstance(a, torch.Tensor) and a.device.type == "meta" for a in args):
         raise ValueError("measure() needs real tensors, not meta tensors")
@@ -129,8 +134,8 @@ def measure(model_or_fn: Callable[..., Any], *args: Any, train: bool = False,
     for _ in range(warmup):
         step()
     _sync(dev)
-    samples = []
-    for _ in range(repeat):
+    samples: list[float] = []
+    while len(samples) < repeat or sum(samples) < min_seconds:
         start = time.perf_counter()
         step()
         _sync(dev)
