@@ -133,10 +133,13 @@ def main() -> None:
             rows.append({"step": f"{name} {'train' if train else 'inference'}",
                          "failed": f"{type(exc).__name__}: {str(exc)[:120]}"})
         print(table(rows[-1:]).splitlines()[-1], flush=True)
+    cuda = args.device.startswith("cuda")
+    hardware = torch.cuda.get_device_name(torch.device(args.device)) if cuda else args.device
     title = (f"# Measured against predicted on {base.name if base else spec.name}\n\n"
              f"{datetime.date.today().isoformat()}, torch {torch.__version__}, device "
-             f"{torch.cuda.get_device_name(torch.device(args.device)) if base else args.device}"
-             f"; {'bf16 autocast' if base else 'fp32'}, real tensors, median step after "
+             f"{hardware}"
+             f"; {'bf16 autocast' if cuda else 'fp32'}, real "
+             "tensors, median step after "
              "warm-up.\n\n")
     text = title + table(rows) + "\n"
     print("\n" + text)

@@ -218,8 +218,14 @@ def test_depthwise_convolution_runs_on_the_vector_units() -> None:
     depthwise_bwd = conv((64, 1, 3, 3), (8, 64, 56, 56), backward=True)
     grayscale = conv((64, 1, 3, 3), (8, 1, 56, 56))  # one input channel, one group: a GEMM
     dense = conv((64, 64, 3, 3), (8, 64, 56, 56))
-    a = roofline.analyze(Trace([depthwise, depthwise_bwd, grayscale, dense]), a100,
+    # ConvTranspose2d(64, 1, 3): weight (C_in, C_out / groups, 3, 3) = (64, 1, 3, 3), 1 output
+    transposed = OpRecord(name="aten.convolution.default", category="conv", phase="forward",
+                          module="", dtype="bfloat16", flops=10**12, bytes_read=1,
+                          bytes_written=0, input_shapes=((8, 64, 56, 56), (64, 1, 3, 3)),
+                          output_shapes=((8, 1, 58, 58),))
+    a = roofline.analyze(Trace([depthwise, depthwise_bwd, grayscale, dense, transposed]), a100,
                          overhead=False)
-    assert a.unit == ["vector bfloat16", "vector bfloat16", "matrix bfloat16", "matrix bfloat16"]
+    assert a.unit == ["vector bfloat16", "vector bfloat16", "matrix bfloat16", "matrix bfloat16",
+                      "matrix bfloat16"]
     assert a.op_seconds[0] == pytest.approx(10**12 / a100.peak_flops_per_s("bf16", "vector"))
     assert any("depthwise" in note for note in a.assumptions)

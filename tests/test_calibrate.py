@@ -33,6 +33,9 @@ def cpu_spec() -> DeviceSpec:
 def fake(matrix: float = 5e10, vector: float = 5e9, bandwidth: float = 1e10) -> dict[str, Any]:
     return {"matrix_flops_per_s": {"fp32": matrix}, "vector_flops_per_s": {"fp32": vector},
             "bandwidth_bytes_per_s": bandwidth, "launch_overhead_seconds": 3e-6,
+            "matmul_curve": {"fp32": [{"m": 64, "n": 64, "k": 64, "flops_per_s": matrix / 2}]},
+            "memory_curve": [{"bytes": 6144, "bytes_per_s": bandwidth / 4},
+                             {"bytes": 3 << 26, "bytes_per_s": bandwidth}],
             "notes": ["fake measurement"]}
 
 
@@ -250,6 +253,8 @@ def test_cli_calibrate_saves_a_spec_that_analyze_uses(runs: list[Any], tmp_path:
     assert "matrix fp32" in out and "50.0 GFLOP/s" in out and "10.0 GB/s" in out
     spec = DeviceSpec.model_validate_json(path.read_text())
     assert spec.measured and spec.bandwidth_bytes_per_s == 1e10
+    assert spec.memory_curve[0].bytes_per_s == 2.5e9  # the curves travel through the file
+    assert spec.matmul_curve["fp32"][0].flops_per_s == 2.5e10
     assert main(["analyze", "mlp", "--device", str(path), "--batch-size", "4", "--json"]) == 0
     assert spec.name in capsys.readouterr().out
     assert main(["analyze", "mlp", "--device", str(tmp_path / "missing.json")]) == 1

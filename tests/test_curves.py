@@ -36,8 +36,11 @@ MEMORY = [MemoryPoint(bytes=1 << 12, bytes_per_s=1e9), MemoryPoint(bytes=1 << 16
 
 
 def _spec() -> DeviceSpec:
-    return roofline.get_device("a100").with_overrides(
-        name="curved", aliases=[], matmul_curve={"fp32": _grid()}, memory_curve=MEMORY)
+    """An A100 with an fp32 matrix peak and fp32 curves, as a calibration of it would have."""
+    a100 = roofline.get_device("a100")
+    return a100.with_overrides(
+        name="curved", aliases=[], matrix_flops_per_s={**a100.matrix_flops_per_s, "fp32": 19.5e12},
+        matmul_curve={"fp32": _grid()}, memory_curve=MEMORY)
 
 
 def test_matmul_curve_returns_grid_points_and_log_linear_values_between() -> None:
@@ -64,6 +67,8 @@ def test_incomplete_or_duplicate_curves_are_rejected() -> None:
     a100 = roofline.get_device("a100")
     with pytest.raises(DeviceSpecError, match="full grid"):
         a100.with_overrides(matmul_curve={"fp32": _grid()[:-1]})
+    with pytest.raises(DeviceSpecError, match="empty"):
+        a100.with_overrides(matmul_curve={"fp32": []})
     with pytest.raises(DeviceSpecError, match="duplicate"):
         a100.with_overrides(memory_curve=[MEMORY[0], MEMORY[0]])
     with pytest.raises(DeviceSpecError, match="unknown dtype"):
@@ -114,3 +119,43 @@ def test_what_if_on_a_curved_spec_scales_every_op() -> None:
         pytest.approx(2.0)
     assert math.isclose(roofline.what_if(Trace(ops), spec, flops=2, bandwidth=2,
                                          overhead=False).speedup, 2.0)
+
+
+def test_overriding_a_plateau_rescales_its_curve() -> None:
+    spec = _spec()
+    faster = spec.with_overrides(bandwidth_bytes_per_s=2 * spec.bandwidth_bytes_per_s,
+                                 matrix_flops_per_s={**spec.matrix_flops_per_s, "fp32": 39e12})
+    assert [p.bytes_per_s for p in faster.memory_curve] == pytest.approx([2e9, 32e9, 8e9])
+    assert [p.flops_per_s for p in faster.matmul_curve["fp32"]] == pytest.approx(
+        [2 * p.flops_per_s for p in spec.matmul_curve["fp32"]])
+
+
+def test_only_ops_in_the_curves_dtype_with_a_shape_use_it() -> None:
+    spec = _spec().with_overrides(matrix_flops_per_s={"fp32": 19.5e12})  # no 16-bit units
+    half = _op("matmul", 2 * 4096**3, 1, out=(4096, 4096), dtype="float16")  # fills the chip
+    scalar = OpRecord(name="aten.dot.default", category="matmul", phase="forward", module="",
+                      dtype="float32", flops=2 * 4096, bytes_read=0, bytes_written=0,
+                      output_shapes=((),))
+    a = roofline.analyze(Trace([half, scalar]), spec, overhead=False)
+    # fp16 falls back to the fp16 vector rate, not to the fp32 torch.mm curve
+    assert a.unit[0] == "vector float16"
+    assert a.op_seconds[0] == pytest.approx(half.flops / spec.peak_flops_per_s("fp16", "vector"))
+    # no output shape, no GEMM shape: the plateau, not the curve's smallest point
+    assert a.op_seconds[1] == pytest.approx(scalar.flops / 19.5e12)
+
+
+def test_convolution_backward_is_costed_as_its_forward_gemm() -> None:
+    spec = _spec()
+    # forward (8, 16, 32, 32) -> (8, 128, 32, 32), 3x3: GEMM m = 8*32*32, n = 128, k = 144
+    m, n, k = 8 * 32 * 32, 128, 16 * 9
+    both = OpRecord(name="aten.convolution_backward.default", category="conv",
+                    phase="backward", module="", dtype="float32", flops=2 * 2 * m * n * k,
+                    bytes_read=1, bytes_written=0,
+                    input_shapes=((8, 128, 32, 32), (8, 16, 32, 32), (128, 16, 3, 3)),
+                    output_shapes=((8, 16, 32, 32), (128, 16, 3, 3)))
+    weight_only = OpRecord(name=both.name, category="conv", phase="backward", module="",
+                           dtype="float32", flops=2 * m * n * k, bytes_read=1, bytes_written=0,
+                           input_shapes=both.input_shapes, output_shapes=((128, 16, 3, 3),))
+    a = roofline.analyze(Trace([both, weight_only]), spec, overhead=False, tf32_conv=False)
+    rate = float(interpolate_matmul(_grid(), np.array([m]), np.array([n]), np.array([k]))[0])
+    assert a.flops_per_s == pytest.approx([rate, rate])

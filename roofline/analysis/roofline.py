@@ -173,6 +173,13 @@ class _Rates:
         return peak * self.eff["vector"], unit
 
 
+def _canonical(dtype: str) -> str | None:
+    try:
+        return canonical_dtype(dtype)
+    except ValueError:
+        return None
+
+
 def _peak(spec: DeviceSpec, dtype: str, unit: str) -> float | None:
     try:
         return spec.peak_flops_per_s(dtype, unit=unit)  # type: ignore[arg-type]
@@ -181,10 +188,16 @@ def _peak(spec: DeviceSpec, dtype: str, unit: str) -> float | None:
 
 
 def _gemm(op: OpRecord) -> tuple[int, int, int, float] | None:
-    """(batch, rows, cols, k) of a matmul-class op as a GEMM, from its output and FLOPs."""
+    """(batch, rows, cols, k) of a matmul-class op as a GEMM, from its shapes and FLOPs."""
     if not op.output_shapes or not op.output_shapes[0]:
         return None
     out = op.output_shapes[0]
+    grads = 1  # GEMMs of the same shape the FLOPs count
+    if op.category == "conv" and "backward" in op.name and op.input_shapes:
+        # the forward's implicit GEMM, from grad_output; the FLOPs hold one GEMM per
+        # gradient computed (input and weight are 3-D or more, a bias gradient is 1-D)
+        out = op.input_shapes[0]
+        grads = max(1, sum(len(shape) >= 3 for shape in op.output_shapes))
     if op.category == "attention" and len(out) == 4:  # per (batch, head): (s x d) @ (d x s)
         b, h, s, d = out
         return b * h, s, s, float(d)
@@ -193,8 +206,8 @@ def _gemm(op: OpRecord) -> tuple[int, int, int, float] | None:
     else:
         rows, cols = (out[-2], out[-1]) if len(out) >= 2 else (1, out[-1])
         batch = int(np.prod(out[:-2])) if len(out) > 2 else 1
-    # the reduction length, derived from the FLOPs: 2 x outputs x K
-    return batch, rows, cols, op.flops / max(2 * int(np.prod(out)), 1)
+    # the reduction length, derived from the FLOPs: 2 x outputs x K per GEMM
+    return batch, rows, cols, op.flops / max(2 * int(np.prod(out)) * grads, 1)
 
 
 def _fill(op: OpRecord, compute_units: int | None) -> float:
@@ -216,16 +229,21 @@ def _depthwise(op: OpRecord) -> bool:
     """A convolution with one input channel per group (and more than one group)."""
     if op.category != "conv":
         return False
-    x, w = (1, 2) if "backward" in op.name else (0, 1)  # (grad_out,) input, weight, ...
+    backward = "backward" in op.name
+    x, w = (1, 2) if backward else (0, 1)  # (grad_out,) input, weight, ...
     shapes = op.input_shapes
-    return (len(shapes) > w and len(shapes[w]) >= 3 and len(shapes[x]) >= 3
-            and shapes[w][1] == 1 and shapes[x][1] > 1)
+    if len(shapes) <= w or len(shapes[w]) < 3 or len(shapes[x]) < 3:
+        return False
+    out = shapes[0] if backward else (op.output_shapes[0] if op.output_shapes else ())
+    # weight (C_out, C_in / groups, ...) with C_out the output's channels: not a transposed
+    # convolution, whose weight is (C_in, C_out / groups, ...)
+    return shapes[w][1] == 1 and shapes[x][1] > 1 and len(out) >= 2 and out[1] == shapes[w][0]
 
 
-def _curve_rates(ops: list[OpRecord], points: list[Any]) -> np.ndarray:
-    """Measured FLOP/s of each op's GEMM shape (batches stacked as rows)."""
-    dims = np.array([(g[0] * g[1], g[2], max(g[3], 1.0)) if (g := _gemm(op)) else (1, 1, 1)
-                     for op in ops], dtype=float).reshape(-1, 3)
+def _curve_rates(gemms: list[tuple[int, int, int, float]], points: list[Any]) -> np.ndarray:
+    """Measured FLOP/s of each GEMM shape (batches stacked as rows)."""
+    dims = np.array([(b * r, c, max(k, 1.0)) for b, r, c, k in gemms],
+                    dtype=float).reshape(-1, 3)
     return interpolate_matmul(points, dims[:, 0], dims[:, 1], dims[:, 2])
 
 
@@ -409,6 +427,7 @@ def analyze(trace: Trace, device: str | DeviceSpec, **options: Any) -> Analysis:
     fill = np.ones(n)
     units: list[str] = []
     on_curve: dict[str, list[int]] = {}  # measured matmul curve's dtype -> op indices
+    gemms: dict[int, tuple[int, int, int, float]] = {}
     for i, op in enumerate(trace.ops):
         matrix = op.category in MATRIX_CATEGORIES
         if matrix and _depthwise(op):  # a per-channel stencil: no GEMM for matrix units
@@ -418,13 +437,18 @@ def analyze(trace: Trace, device: str | DeviceSpec, **options: Any) -> Analysis:
         rate[i], unit = rates.compute(matrix, op.dtype, op.category == "conv")
         units.append(unit)
         if matrix:
-            key = canonical_dtype(unit.split(" ", 1)[1])  # the curve measured torch.mm there
-            if key in spec.matmul_curve:
+            # the curve measured torch.mm in the dtype the op runs in (tf32 for fp32 on
+            # TF32), wherever that ran; a fallback to another dtype is not on it
+            key = canonical_dtype(unit.split(" ", 1)[1])
+            own = _canonical(_dtype_key(op.dtype))
+            if key in spec.matmul_curve and (key == own or (key, own) == ("tf32", "fp32")) \
+                    and (gemm := _gemm(op)) is not None:
                 on_curve.setdefault(key, []).append(i)
+                gemms[i] = gemm
             else:
                 fill[i] = _fill(op, spec.compute_units)
     for dtype, idx in on_curve.items():  # the measured rate of the shape replaces peak x fill
-        rate[idx] = _curve_rates([trace.ops[i] for i in idx], spec.matmul_curve[dtype]) \
+        rate[idx] = _curve_rates([gemms[i] for i in idx], spec.matmul_curve[dtype]) \
             * rates.eff["matrix"]
     compute = flops / (rate * fill)
     if spec.memory_curve:  # measured bytes/s of an op that size: cache, threads, launch

@@ -216,7 +216,7 @@ class _Bench:
                   ).blocked_autorange(min_run_time=min_run_time or self.plan.min_run_time)
         spread = m.iqr / m.median
         if min_run_time is not None:  # a curve point: counted, noted once per curve
-            self.noisy_points += spread > 0.10
+            self.noisy_points += spread > 0.10 or len(m.times) < 3
             return m.median
         if spread > 0.10 or len(m.times) < 3:
             self.notes.append(f"noisy: {what}: IQR/median {spread:.0%}, {len(m.times)} block(s)")

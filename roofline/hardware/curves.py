@@ -47,6 +47,8 @@ class MemoryPoint(BaseModel):
 
 def check_grid(points: Sequence[MatmulPoint]) -> None:
     """Raise ValueError unless ``points`` cover every (m, n, k) of their axes exactly once."""
+    if not points:
+        raise ValueError("matmul curve is empty: give its points or leave the dtype out")
     axes = [sorted({getattr(p, a) for p in points}) for a in "mnk"]
     seen = {(p.m, p.n, p.k) for p in points}
     if len(seen) != len(points):

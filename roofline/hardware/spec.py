@@ -343,7 +343,8 @@ class DeviceSpec(BaseModel):
         """Copy with ``fields`` replaced and everything re-validated.
 
         Values may be datasheet strings, e.g.
-        ``spec.with_overrides(bandwidth_bytes_per_s="4.8 TB/s")``.
+        ``spec.with_overrides(bandwidth_bytes_per_s="4.8 TB/s")``. On a calibrated spec, a
+        new bandwidth or matrix peak rescales the measured memory or matmul curve with it.
 
         Raises
         ------
@@ -351,6 +352,19 @@ class DeviceSpec(BaseModel):
             If the result does not validate; the message names the device and field.
         """
         data = {**self.model_dump(), **fields}
+        spec = validate_device(data, origin="with_overrides()")
+        # a measured curve follows an overridden plateau it was measured with
+        data = spec.model_dump()
+        if "memory_curve" not in fields and "bandwidth_bytes_per_s" in fields:
+            ratio = spec.bandwidth_bytes_per_s / self.bandwidth_bytes_per_s
+            data["memory_curve"] = [{**p, "bytes_per_s": p["bytes_per_s"] * ratio}
+                                    for p in data["memory_curve"]]
+        if "matmul_curve" not in fields and "matrix_flops_per_s" in fields:
+            for key, points in data["matmul_curve"].items():
+                old, new = self.matrix_flops_per_s.get(key), spec.matrix_flops_per_s.get(key)
+                if old and new:
+                    data["matmul_curve"][key] = [
+                        {**p, "flops_per_s": p["flops_per_s"] * new / old} for p in points]
         return validate_device(data, origin="with_overrides()")
 
     def scaled(

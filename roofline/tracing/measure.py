@@ -115,8 +115,8 @@ def measure(model_or_fn: Callable[..., Any], *args: Any, train: bool = False,
     """
     if repeat < 1:
         raise ValueError("repeat must be >= 1")
-    if min_seconds < 0:
-        raise ValueError("min_seconds must be >= 0")
+    if not 0 <= min_seconds < float("inf"):
+        raise ValueError(f"min_seconds must be finite and >= 0, got {min_seconds}")
     dev = device or next((str(a.device) for a in args if isinstance(a, torch.Tensor)), "cpu")
     if any(isinstance(a, torch.Tensor) and a.device.type == "meta" for a in args):
         raise ValueError("measure() needs real tensors, not meta tensors")
