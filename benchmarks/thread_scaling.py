@@ -167,15 +167,19 @@ def main() -> None:
     args = parser.parse_args()
     warnings.simplefilter("ignore")
 
-    one, two = calibrated(args.calibrations)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
-        for threads, spec in ((1, one), (2, two)):
-            (args.out / f"cpu-{threads}.json").write_text(spec.model_dump_json())
-    for spec in (one, two):
-        print(f"{spec.name}: fp32 matmul {spec.peak_flops_per_s('float32') / 1e9:.1f} GFLOP/s, "
-              f"bandwidth {spec.bandwidth_bytes_per_s / 1e9:.1f} GB/s, per-op overhead "
-              f"{spec.launch_overhead_seconds * 1e6:.1f} us")
+    specs: tuple[DeviceSpec, DeviceSpec] | None = None  # with --calibrate-each: per round
+    if args.calibrate_each:
+        print("calibrated in every measuring process, just before it measures")
+    else:
+        specs = calibrated(args.calibrations)
+        for threads, spec in zip((1, 2), specs, strict=True):
+            if args.out:
+                (args.out / f"cpu-{threads}.json").write_text(spec.model_dump_json())
+            print(f"{spec.name}: fp32 matmul {spec.peak_flops_per_s('float32') / 1e9:.1f} "
+                  f"GFLOP/s, bandwidth {spec.bandwidth_bytes_per_s / 1e9:.1f} GB/s, per-op "
+                  f"overhead {spec.launch_overhead_seconds * 1e6:.1f} us")
     print()
     header = (f"{'model':<11} {'step':<9} {'1 thread':>9} {'2 threads':>9} {'measured':>8} "
               f"{'roofline':>8} {'error':>7} {'runtime':>8} {'error':>7} {'spread':>6}")
@@ -188,7 +192,9 @@ def main() -> None:
                                    args.calibrate_each)
             m1, m2 = r1.measurement, r2.measurement
             speedup = m1.step_seconds / m2.step_seconds
-            src, dst = (r1.spec, r2.spec) if r1.spec and r2.spec else (one, two)
+            src, dst = specs or (r1.spec, r2.spec)
+            if src is None or dst is None:
+                raise RuntimeError("a measuring process returned no calibration")
             if args.out:
                 (args.out / f"{model}-{mode}.json").write_text(json.dumps(
                     {str(t): {"trace": m.trace.to_json(), "op_seconds": m.op_seconds.tolist(),

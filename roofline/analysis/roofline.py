@@ -23,8 +23,8 @@ split-K heuristics of real libraries vary; skinny GEMMs are the least certain.
 A calibrated spec (``roofline.calibrate``) carries measured curves that replace those
 two models where they exist: a matmul-class op runs at the rate ``torch.mm`` reached on
 its (m, n, k) shape (batches stacked as rows; a convolution as its implicit GEMM), with
-fill 1, and an op's bytes move at the rate a copy of that many bytes reached (cache,
-threads and launch included). See ``roofline/hardware/curves.py``.
+fill 1, and an op's bytes move at the rate an elementwise add moving that many bytes
+reached (cache, threads and launch included). See ``roofline/hardware/curves.py``.
 
 Units: matmul-class ops (matmul, conv, attention) run on the matrix units in
 their dtype (depthwise convolutions, one input channel per group, on the vector

@@ -55,8 +55,7 @@ class Validation:
         Views and allocations launch no kernel and are predicted to take no device time;
         their host time shows in ``by_category()`` instead of in the per-op statistics.
         """
-        launched = np.array([op.kernels > 0 for op in self.measurement.trace.ops], dtype=bool)
-        mask = np.isfinite(self.measurement.op_seconds) & launched.reshape(-1)
+        mask = np.isfinite(self.measurement.op_seconds) & self.measurement.launched
         return self.analysis.op_seconds[mask], self.measurement.op_seconds[mask]
 
     def op_error_stats(self, min_seconds: float = 1e-5) -> dict[str, float]:

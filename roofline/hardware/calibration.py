@@ -24,7 +24,7 @@ import os
 import platform
 import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -42,8 +42,8 @@ __all__ = ["CACHE_ENV", "CalibrationError", "as_efficiency", "calibrate", "effic
 CACHE_ENV = "ROOFLINE_CACHE_DIR"
 _TORCH_DTYPES = {"fp64": torch.float64, "fp32": torch.float32, "tf32": torch.float32,
                  "fp16": torch.float16, "bf16": torch.bfloat16}
-# Fields that describe the hardware rather than its speed, carried over from the base spec.
 _FORMAT = 2  # bumped when a calibration measures more: older cached results are re-measured
+# Fields that describe the hardware rather than its speed, carried over from the base spec.
 _CARRIED = ("memory_bytes", "cache_bytes", "form_factor", "tdp_watts", "host_link")
 
 
@@ -199,7 +199,6 @@ class _Bench:
     plan: _Plan
     threads: int
     notes: list[str] = field(default_factory=list)
-    noisy_points: int = 0
 
     def run(self, keys: list[str]) -> dict[str, Any]:
         vector_keys = dict.fromkeys(k for k in ("fp32", *keys) if k in VECTOR_DTYPES)
@@ -210,27 +209,27 @@ class _Bench:
                 "matmul_curve": {k: self.matmul_curve(k) for k in keys},
                 "memory_curve": self.memory_curve(), "notes": self.notes}
 
-    def time(self, stmt: str, what: str, min_run_time: float | None = None, **env: Any) -> float:
+    def _timed(self, stmt: str, min_run_time: float, **env: Any) -> tuple[float, bool]:
+        """(median seconds of ``stmt``, noisy: IQR/median > 10% or fewer than 3 blocks)."""
+        m = Timer(stmt, globals={"torch": torch, **env}, num_threads=self.threads
+                  ).blocked_autorange(min_run_time=min_run_time)
+        return m.median, m.iqr / m.median > 0.10 or len(m.times) < 3
+
+    def time(self, stmt: str, what: str, **env: Any) -> float:
         """Median seconds of ``stmt``; notes "noisy:" when IQR/median > 10% or < 3 blocks."""
         m = Timer(stmt, globals={"torch": torch, **env}, num_threads=self.threads
-                  ).blocked_autorange(min_run_time=min_run_time or self.plan.min_run_time)
+                  ).blocked_autorange(min_run_time=self.plan.min_run_time)
         spread = m.iqr / m.median
-        if min_run_time is not None:  # a curve point: counted, noted once per curve
-            self.noisy_points += spread > 0.10 or len(m.times) < 3
-            return m.median
         if spread > 0.10 or len(m.times) < 3:
             self.notes.append(f"noisy: {what}: IQR/median {spread:.0%}, {len(m.times)} block(s)")
         return m.median
 
     def matmul(self, key: str) -> float:
-        rates, previous = {}, torch.get_float32_matmul_precision()
-        try:  # fp32 is measured as true fp32, tf32 with TF32 allowed
-            torch.set_float32_matmul_precision("high" if key == "tf32" else "highest")
+        rates = {}
+        with _matmul_precision(key):
             for n in self.plan.matmul_sizes:
                 a, b = (torch.randn(n, n, device=self.dev, dtype=_TORCH_DTYPES[key]) for _ in "ab")
                 rates[n] = 2 * n**3 / self.time("torch.mm(a, b)", f"{key} matmul n={n}", a=a, b=b)
-        finally:
-            torch.set_float32_matmul_precision(previous)
         best = max(rates[n] for n in sorted(rates)[-2:])
         sizes = ", ".join(f"n={n}: {format_quantity(r, 'flops')}" for n, r in rates.items())
         self.notes.append(f"{key} matmul (torch.mm, 2n^3 FLOPs): {sizes}; plateau (max of the "
@@ -238,44 +237,38 @@ class _Bench:
         return best
 
     def matmul_curve(self, key: str) -> list[dict[str, float]]:
-        sizes, points, self.noisy_points = self.plan.curve_sizes, [], 0
-        previous = torch.get_float32_matmul_precision()
-        try:
-            torch.set_float32_matmul_precision("high" if key == "tf32" else "highest")
+        sizes, points, noisy = self.plan.curve_sizes, [], 0
+        with _matmul_precision(key):
             for m, n, k in itertools.product(sizes, sizes, sizes):
                 a = torch.randn(m, k, device=self.dev, dtype=_TORCH_DTYPES[key])
                 b = torch.randn(k, n, device=self.dev, dtype=_TORCH_DTYPES[key])
-                seconds = self.time("torch.mm(a, b)", "", self.plan.curve_min_run_time, a=a, b=b)
+                seconds, bad = self._timed("torch.mm(a, b)", self.plan.curve_min_run_time,
+                                           a=a, b=b)
+                noisy += bad
                 points.append({"m": m, "n": n, "k": k, "flops_per_s": 2 * m * n * k / seconds})
-        finally:
-            torch.set_float32_matmul_precision(previous)
         rates = [p["flops_per_s"] for p in points]
         self.notes.append(f"{key} matmul curve: torch.mm over m, n, k in {sizes} "
                           f"({len(points)} shapes): {format_quantity(min(rates), 'flops')} to "
-                          f"{format_quantity(max(rates), 'flops')}.{self._noisy(len(points))}")
+                          f"{format_quantity(max(rates), 'flops')}.{_noisy(noisy, len(points))}")
         return points
 
     def memory_curve(self) -> list[dict[str, float]]:
         top = self.plan.stream_bytes
         sizes = [*(b for b in (2048 * 4**i for i in range(20)) if b < top), top]  # per array
-        points, self.noisy_points = [], 0
+        points, noisy = [], 0
         for size in sizes:
             a, b, c = (torch.ones(size // 4, device=self.dev) for _ in "abc")
-            seconds = self.time("torch.add(b, c, out=a)", "", self.plan.curve_min_run_time,
-                                a=a, b=b, c=c)
+            seconds, bad = self._timed("torch.add(b, c, out=a)", self.plan.curve_min_run_time,
+                                       a=a, b=b, c=c)
+            noisy += bad
             points.append({"bytes": 3 * size, "bytes_per_s": 3 * size / seconds})
         rates = [p["bytes_per_s"] for p in points]
         self.notes.append(f"memory curve: torch.add(b, c, out=a) on fp32 arrays of 2 KiB to "
                           f"{top / 2**20:.0f} MiB ({len(points)} sizes, 3 arrays moved): "
                           f"{format_quantity(min(rates), 'bandwidth')} to "
-                          f"{format_quantity(max(rates), 'bandwidth')}.{self._noisy(len(points))}")
+                          f"{format_quantity(max(rates), 'bandwidth')}."
+                          f"{_noisy(noisy, len(points))}")
         return points
-
-    def _noisy(self, total: int) -> str:
-        if not self.noisy_points:
-            return ""
-        return (f" noisy: {self.noisy_points} of {total} points with IQR/median > 10% (is "
-                "something else running?)")
 
     def bandwidth(self) -> float:
         n = self.plan.stream_bytes // 4
@@ -308,6 +301,23 @@ class _Bench:
         self.notes.append(f"launch_overhead_seconds {format_quantity(t, 'seconds')}: median per "
                           "torch.add of 1-element tensors, back to back (dispatch + launch).")
         return t
+
+
+@contextlib.contextmanager
+def _matmul_precision(key: str) -> Iterator[None]:
+    """fp32 measured as true fp32, tf32 with TF32 allowed; the setting is restored after."""
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high" if key == "tf32" else "highest")
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(previous)
+
+
+def _noisy(count: int, total: int) -> str:
+    if not count:
+        return ""
+    return f" noisy: {count} of {total} points with IQR/median > 10% (is something else running?)"
 
 
 def _resolve(device: str) -> torch.device:

@@ -6,9 +6,9 @@ A datasheet peak is a plateau; real kernels reach it only when they are large en
 * ``matmul_curve[dtype]``: FLOP/s of ``torch.mm`` on a grid of (m, n, k) shapes. A skinny
   or small GEMM fills fewer cores (or SMs), reuses each loaded byte less and pays its
   launch; all three show up in the measured rate, so no tile or split-K model is needed.
-* ``memory_curve``: bytes/s of a copy by bytes moved. Small copies run from cache, below
-  ATen's parallel grain size on one thread, or at launch latency; large ones at DRAM/HBM
-  bandwidth.
+* ``memory_curve``: bytes/s of an elementwise add by bytes moved. Small ones run from
+  cache, below ATen's parallel grain size on one thread, or at launch latency; large ones
+  at DRAM/HBM bandwidth.
 
 Both are interpolated in log space (rates change by factors, sizes by powers of two) and
 clamped at the grid's edges: beyond the largest point the plateau holds, below the
@@ -37,7 +37,7 @@ class MatmulPoint(BaseModel):
 
 
 class MemoryPoint(BaseModel):
-    """One measured copy that moved ``bytes`` (read + written) at ``bytes_per_s``."""
+    """One measured elementwise kernel that moved ``bytes`` (read + written) at ``bytes_per_s``."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -86,7 +86,7 @@ def interpolate_matmul(points: Sequence[MatmulPoint], m: np.ndarray, n: np.ndarr
 
 
 def interpolate_memory(points: Sequence[MemoryPoint], nbytes: np.ndarray) -> np.ndarray:
-    """Bytes/s of copies moving ``nbytes`` each, linear in log2 of size and of rate."""
+    """Bytes/s of ops moving ``nbytes`` each, linear in log2 of size and of rate."""
     pts = sorted(points, key=lambda p: p.bytes)
     xs = np.log2([p.bytes for p in pts])
     ys = np.log2([p.bytes_per_s for p in pts])

@@ -215,8 +215,8 @@ class DeviceSpec(BaseModel):
     )
     memory_curve: list[MemoryPoint] = Field(
         default_factory=list,
-        description="Measured copy bytes/s by bytes moved (roofline.calibrate); used in place "
-        "of bandwidth_bytes_per_s for an op that moves that many bytes.",
+        description="Measured bytes/s of an elementwise add by bytes moved (roofline.calibrate); "
+        "used in place of bandwidth_bytes_per_s for an op that moves that many bytes.",
     )
     measured: bool = False
     sources: dict[str, str] = Field(default_factory=dict, description="Field group -> URL.")
@@ -354,17 +354,13 @@ class DeviceSpec(BaseModel):
         data = {**self.model_dump(), **fields}
         spec = validate_device(data, origin="with_overrides()")
         # a measured curve follows an overridden plateau it was measured with
-        data = spec.model_dump()
-        if "memory_curve" not in fields and "bandwidth_bytes_per_s" in fields:
-            ratio = spec.bandwidth_bytes_per_s / self.bandwidth_bytes_per_s
-            data["memory_curve"] = [{**p, "bytes_per_s": p["bytes_per_s"] * ratio}
-                                    for p in data["memory_curve"]]
-        if "matmul_curve" not in fields and "matrix_flops_per_s" in fields:
-            for key, points in data["matmul_curve"].items():
-                old, new = self.matrix_flops_per_s.get(key), spec.matrix_flops_per_s.get(key)
-                if old and new:
-                    data["matmul_curve"][key] = [
-                        {**p, "flops_per_s": p["flops_per_s"] * new / old} for p in points]
+        matmul = {key: new / old for key in spec.matmul_curve
+                  if (old := self.matrix_flops_per_s.get(key))
+                  and (new := spec.matrix_flops_per_s.get(key))}
+        memory = spec.bandwidth_bytes_per_s / self.bandwidth_bytes_per_s
+        data = _scaled_curves(spec.model_dump(),
+                              matmul if "matmul_curve" not in fields else {},
+                              memory if "memory_curve" not in fields else 1.0)
         return validate_device(data, origin="with_overrides()")
 
     def scaled(
@@ -400,13 +396,10 @@ class DeviceSpec(BaseModel):
             f"{bandwidth:g}x bandwidth" if bandwidth != 1 else "",
         ]
         label = ", ".join(p for p in parts if p) or "1x"
-        data = self.model_dump()
+        data = _scaled_curves(self.model_dump(), dict.fromkeys(self.matmul_curve, flops),
+                              bandwidth)
         for table in ("matrix_flops_per_s", "matrix_sparse_flops_per_s", "vector_flops_per_s"):
             data[table] = {k: v * flops for k, v in data[table].items()}
-        data["matmul_curve"] = {k: [{**p, "flops_per_s": p["flops_per_s"] * flops} for p in pts]
-                                for k, pts in data["matmul_curve"].items()}
-        data["memory_curve"] = [{**p, "bytes_per_s": p["bytes_per_s"] * bandwidth}
-                                for p in data["memory_curve"]]
         data.update(
             name=name or f"{self.name} ({label})",
             aliases=[],
@@ -417,6 +410,18 @@ class DeviceSpec(BaseModel):
             ],
         )
         return validate_device(data, origin="scaled()", plausibility=False)
+
+
+def _scaled_curves(data: dict[str, Any], matmul: dict[str, float],
+                   memory: float) -> dict[str, Any]:
+    """``data`` (a dumped spec) with the matmul curve of each dtype in ``matmul`` times its
+    factor and the memory curve times ``memory``."""
+    curves = data["matmul_curve"]
+    data["matmul_curve"] = {k: [{**p, "flops_per_s": p["flops_per_s"] * matmul.get(k, 1.0)}
+                                for p in points] for k, points in curves.items()}
+    data["memory_curve"] = [{**p, "bytes_per_s": p["bytes_per_s"] * memory}
+                            for p in data["memory_curve"]]
+    return data
 
 
 def validate_device(data: Any, origin: str, *, plausibility: bool = True) -> DeviceSpec:

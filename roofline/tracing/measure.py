@@ -55,9 +55,14 @@ class Measurement:
         return float((q[1] - q[0]) / self.step_seconds)
 
     @property
+    def launched(self) -> np.ndarray:
+        """Mask of the ops that launch a kernel (views and allocations do not)."""
+        return np.array([op.kernels > 0 for op in self.trace.ops], dtype=bool).reshape(-1)
+
+    @property
     def coverage(self) -> float:
         """Fraction of the trace's kernel-launching ops that got a measured time."""
-        launched = np.array([op.kernels > 0 for op in self.trace.ops], dtype=bool)
+        launched = self.launched
         if not launched.any():
             return 1.0
         return float(np.isfinite(self.op_seconds[launched]).mean())
