@@ -44,6 +44,10 @@ class Workload:
     precision: str  # fp32 | amp | half
     batch: int
     seq_len: int | None = None
+    # llama.cpp multiplies fp16 weights through cuBLAS with CUBLAS_COMPUTE_16F (fp16
+    # accumulate; ggml-cuda's ggml_cuda_op_mul_mat_cublas): GeForce cards run that at
+    # twice their fp32-accumulate tensor rate
+    fp16_accumulate: bool = False
 
 
 # family -> (zoo name, sequence length or None); rows of other families are skipped
@@ -89,7 +93,10 @@ def workload(row: pd.Series) -> Workload | None:
         seq = 1 if "generation" in str(row.metric) else 1024
     if zoo == "transformer-big":
         batch = max(1, batch // 2 // seq)  # token batch -> sentence pairs of src+tgt
-    return Workload(zoo, row.task, precision_of(row.precision), batch, seq)
+    llama_cpp = "llama.cpp" in str(row.notes) or str(row.source).startswith("XiongjieDai")
+    precision = precision_of(row.precision)
+    return Workload(zoo, row.task, precision, batch, seq,
+                    fp16_accumulate=llama_cpp and precision == "half")
 
 
 # The sources' device spellings that the registry's lookup does not take as they are,
@@ -155,7 +162,8 @@ _SECONDS: dict[tuple[Workload, str], float] = {}
 def seconds(w: Workload, device: roofline.DeviceSpec, opts: dict[str, Any]) -> float:
     key = (w, device.name)
     if key not in _SECONDS:
-        _SECONDS[key] = roofline.analyze(trace(w), device, **opts).seconds
+        _SECONDS[key] = roofline.analyze(trace(w), device, **opts,
+                                         fp16_accumulate=w.fp16_accumulate).seconds
     return _SECONDS[key]
 
 

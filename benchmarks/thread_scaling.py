@@ -106,6 +106,11 @@ def _median_spec(specs: list[DeviceSpec]) -> DeviceSpec:
                             for k in first.matrix_flops_per_s},
         vector_flops_per_s={k: med([s.vector_flops_per_s[k] for s in specs])
                             for k in first.vector_flops_per_s},
+        depthwise_flops_per_s={k: med([s.depthwise_flops_per_s[k] for s in specs])
+                               for k in first.depthwise_flops_per_s},
+        depthwise_backward_flops_per_s={
+            k: med([s.depthwise_backward_flops_per_s[k] for s in specs])
+            for k in first.depthwise_backward_flops_per_s},
         bandwidth_bytes_per_s=med([s.bandwidth_bytes_per_s for s in specs]),
         launch_overhead_seconds=med([s.launch_overhead_seconds for s in specs]),
         matmul_curve={k: [p.model_copy(update={"flops_per_s": med(
@@ -179,7 +184,9 @@ def main() -> None:
                 (args.out / f"cpu-{threads}.json").write_text(spec.model_dump_json())
             print(f"{spec.name}: fp32 matmul {spec.peak_flops_per_s('float32') / 1e9:.1f} "
                   f"GFLOP/s, bandwidth {spec.bandwidth_bytes_per_s / 1e9:.1f} GB/s, per-op "
-                  f"overhead {spec.launch_overhead_seconds * 1e6:.1f} us")
+                  f"overhead {spec.launch_overhead_seconds * 1e6:.1f} us, depthwise conv "
+                  f"{spec.depthwise_flops_per_s.get('fp32', 0) / 1e9:.2f} GFLOP/s forward, "
+                  f"{spec.depthwise_backward_flops_per_s.get('fp32', 0) / 1e9:.2f} backward")
     print()
     header = (f"{'model':<11} {'step':<9} {'1 thread':>9} {'2 threads':>9} {'measured':>8} "
               f"{'roofline':>8} {'error':>7} {'runtime':>8} {'error':>7} {'spread':>6}")

@@ -37,7 +37,9 @@ Conventions:
   listed separately and never used as dense peaks. **Vector** peaks are the non-matrix units
   (CUDA cores, SIMD). Integer peaks are OP/s.
 - GeForce cards run FP16/BF16 tensor math with FP32 accumulate (what PyTorch uses) at half the
-  FP16-accumulate rate; the FP32-accumulate rate is stored.
+  FP16-accumulate rate; the FP32-accumulate rate is stored as the fp16 peak, the FP16-accumulate
+  rate as `fp16_accumulate_flops_per_s` (used with the analysis option `fp16_accumulate=True`,
+  for programs that accumulate in fp16, such as llama.cpp's cuBLAS path).
 - A blank means the vendor publishes no figure; nothing is guessed. Derived values (e.g.
   bandwidth = bus width x data rate, CPU peak = cores x clock x FLOP/cycle) say so in the notes.
 - Each device notes whether its figures were checked in this registry's authoring session
@@ -102,6 +104,9 @@ def _details(spec: DeviceSpec) -> list[str]:
     ):
         if table:
             items.append(f"- {label}: {_peaks(table)}")
+    if spec.fp16_accumulate_flops_per_s is not None:
+        rate = format_quantity(spec.fp16_accumulate_flops_per_s, "flops")
+        items.append(f"- Matrix fp16 with fp16 accumulate (`fp16_accumulate=True`): {rate}")
     memory = [f"bandwidth {format_quantity(spec.bandwidth_bytes_per_s, 'bandwidth')}"]
     if spec.memory_bytes is not None:
         memory.insert(0, f"capacity {format_quantity(spec.memory_bytes, 'bytes')}")

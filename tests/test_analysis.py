@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -43,6 +44,22 @@ def test_fp32_matmul_uses_tf32_only_when_asked() -> None:
     tf32 = roofline.analyze(Trace([op]), a100, tf32_matmul=True)
     assert plain.op_seconds[0] == pytest.approx(op.flops / 19.5e12)
     assert tf32.op_seconds[0] == pytest.approx(op.flops / 156e12)
+
+
+def test_fp16_accumulate_uses_the_geforce_rate_only_when_asked() -> None:
+    op = _op("matmul", 2 * 8192**3, 3 * 8192**2 * 2, dtype="float16")
+    bf16 = _op("matmul", 2 * 8192**3, 3 * 8192**2 * 2, dtype="bfloat16")
+    conv = _op("conv", 2 * 8192**3, 3 * 8192**2 * 2, dtype="float16")  # cuDNN: fp32 accumulate
+    t = Trace([op, bf16, conv])
+    plain = roofline.analyze(t, "RTX 4090", overhead=False)
+    fast = roofline.analyze(t, "RTX 4090", overhead=False, fp16_accumulate=True)
+    assert plain.op_seconds[0] == pytest.approx(op.flops / 165.2e12)
+    assert fast.op_seconds[0] == pytest.approx(op.flops / 330.3e12)
+    assert fast.op_seconds[1:] == pytest.approx(plain.op_seconds[1:])  # bf16, conv: fp32
+    assert fast.peak_flops_per_s == 330.3e12 and plain.peak_flops_per_s == 165.2e12
+    # a card that runs fp32 accumulation at full rate gains nothing
+    a100 = roofline.analyze(t, "A100 SXM 80GB", overhead=False, fp16_accumulate=True)
+    assert a100.op_seconds[0] == pytest.approx(op.flops / 312e12)
 
 
 def test_small_matmul_cannot_fill_the_chip() -> None:
@@ -229,3 +246,20 @@ def test_depthwise_convolution_runs_on_the_vector_units() -> None:
                       "matrix bfloat16"]
     assert a.op_seconds[0] == pytest.approx(10**12 / a100.peak_flops_per_s("bf16", "vector"))
     assert any("depthwise" in note for note in a.assumptions)
+    # a calibrated depthwise rate replaces the vector peak for its own dtype only
+    measured = a100.with_overrides(depthwise_flops_per_s={"bf16": 2e12})
+    b = roofline.analyze(Trace([depthwise, depthwise_bwd, dense]), measured, overhead=False)
+    assert b.op_seconds[:2] == pytest.approx([0.5, 0.5])  # backward at the forward's rate
+    both = measured.with_overrides(depthwise_backward_flops_per_s={"bf16": 4e12})
+    c = roofline.analyze(Trace([depthwise, depthwise_bwd]), both, overhead=False)
+    assert c.op_seconds == pytest.approx([0.5, 0.25])
+    assert b.op_seconds[2] == pytest.approx(a.op_seconds[3])
+    assert any("calibrated depthwise rate" in note for note in b.assumptions)
+    fp32 = roofline.analyze(Trace([replace(depthwise, dtype="float32")]), measured,
+                            overhead=False)
+    assert fp32.op_seconds[0] == pytest.approx(10**12 / a100.peak_flops_per_s("fp32", "vector"))
+    # what-if devices scale it with the peaks; a new vector peak rescales it
+    assert measured.scaled(flops=2).depthwise_flops_per_s["bf16"] == pytest.approx(4e12)
+    vector = dict(measured.vector_flops_per_s, bf16=2 * measured.vector_flops_per_s["bf16"])
+    assert measured.with_overrides(vector_flops_per_s=vector).depthwise_flops_per_s["bf16"] == (
+        pytest.approx(4e12))

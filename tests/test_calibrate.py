@@ -78,10 +78,14 @@ def check_plausible(spec: DeviceSpec, threads: int) -> None:
     assert spec.memory_curve[-1].bytes == 3 * cal._PLANS["cpu", True].stream_bytes
     # the largest add moves what the triad does: it cannot beat the best stream by far
     assert 0.2 < spec.memory_curve[-1].bytes_per_s / spec.bandwidth_bytes_per_s < 2
+    # a depthwise convolution does 18 FLOPs per output and cannot beat the matmul plateau
+    for table in (spec.depthwise_flops_per_s, spec.depthwise_backward_flops_per_s):
+        assert 1e6 < table["fp32"] < 2 * spec.matrix_flops_per_s["fp32"]
     notes = "\n".join(spec.notes)
     for text in ("fp32 matmul (torch.mm", "n=1024", "plateau", "LOWER BOUND", "bandwidth =",
                  "launch_overhead_seconds", torch.__version__, f"{threads} CPU thread(s)",
-                 "fp32 matmul curve", "memory curve"):
+                 "fp32 matmul curve", "memory curve", "fp32 depthwise conv",
+                 "backward (input and weight"):
         assert text in notes
 
 
@@ -89,6 +93,26 @@ def test_calibrate_cpu_is_plausible_and_leaves_nothing_behind(cpu_spec: DeviceSp
     check_plausible(cpu_spec, torch.get_num_threads())
     assert torch.is_grad_enabled()
     assert torch.get_float32_matmul_precision() == "highest"
+
+
+def test_matmul_precision_context_restores_every_backend_flag() -> None:
+    flags = [f for f in (getattr(torch.backends.cuda, "matmul", None),
+                         getattr(torch.backends.mkldnn, "matmul", None))
+             if hasattr(f, "fp32_precision")]
+    saved = [f.fp32_precision for f in flags]
+    try:
+        for f in flags:
+            f.fp32_precision = "none"  # a fresh process's state, whatever ran before
+        before = ([f.fp32_precision for f in flags], torch.get_float32_matmul_precision(),
+                  torch.backends.cuda.matmul.allow_tf32)
+        for key in ("tf32", "fp32"):
+            with cal._matmul_precision(key):
+                pass
+            assert ([f.fp32_precision for f in flags], torch.get_float32_matmul_precision(),
+                    torch.backends.cuda.matmul.allow_tf32) == before
+    finally:
+        for f, value in zip(flags, saved, strict=True):
+            f.fp32_precision = value
 
 
 def test_calibrate_one_thread_restores_thread_count() -> None:

@@ -23,6 +23,17 @@ def test_what_if_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert 1.0 <= data["speedup"] <= 2.0 and data["explanation"]
 
 
+def test_fp16_accumulate_flag_speeds_up_fp16_on_geforce_only(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    def seconds(*argv: str) -> float:
+        assert main(["--json", "analyze", "mlp", "--dtype", "fp16", "--batch-size", "4096",
+                     *argv]) == 0
+        return float(json.loads(capsys.readouterr().out)["seconds"])
+
+    assert seconds("--device", "RTX 4090", "--fp16-accumulate") < seconds("--device", "RTX 4090")
+    assert seconds("--device", "a100", "--fp16-accumulate") == seconds("--device", "a100")
+
+
 def test_devices_json_lists_the_registry(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["devices", "--json"]) == 0
     names = {d["name"] for d in json.loads(capsys.readouterr().out)}

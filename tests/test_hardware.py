@@ -243,6 +243,11 @@ def test_parse_quantity_tflops_round_trip(flops_per_s: float) -> None:
         ({"vector_flops_per_s": {"tf32": "1 TFLOPS"}}, "unknown dtype key"),
         ({"matrix_sparse_flops_per_s": {"bf16": "250 TFLOPS"}}, "more than 2x"),
         ({"matrix_sparse_flops_per_s": {"bf16": "50 TFLOPS"}}, "below the dense"),
+        ({"fp16_accumulate_flops_per_s": "300 TFLOPS"}, "needs the fp16 matrix peak"),
+        ({"matrix_flops_per_s": {"fp16": "100 TFLOPS"},
+          "fp16_accumulate_flops_per_s": "80 TFLOPS"}, "must lie between"),
+        ({"matrix_flops_per_s": {"fp16": "100 TFLOPS"},
+          "fp16_accumulate_flops_per_s": "300 TFLOPS"}, "must lie between"),
         ({"efficiency": {"matrix": 1.5}}, "not in"),
         ({"efficiency": {"compute": 0.5}}, "unknown efficiency key"),
         ({"kind": "fpga"}, "kind"),
@@ -345,6 +350,35 @@ def test_scaled_multiplies_every_peak(factor: float) -> None:
     for table in ("matrix_flops_per_s", "matrix_sparse_flops_per_s", "vector_flops_per_s"):
         for dtype, value in getattr(a100, table).items():
             assert getattr(scaled, table)[dtype] == pytest.approx(value * factor)
+
+
+def test_geforce_fp16_accumulate_is_twice_the_fp32_accumulate_rate() -> None:
+    # NVIDIA's GeForce whitepapers (Turing, GA102, Ada, RTX Blackwell) list FP16 tensor math
+    # with FP16 accumulate at exactly twice the FP32-accumulate rate; data-centre and
+    # professional cards run both at one rate and carry no separate figure
+    geforce = [s for s in ALL if s.fp16_accumulate_flops_per_s is not None]
+    assert {s.name for s in geforce} >= {"RTX 2080 Ti", "RTX 3090", "RTX 4090", "RTX 5090"}
+    for spec in geforce:
+        fp16 = spec.matrix_flops_per_s["fp16"]
+        assert spec.fp16_accumulate_flops_per_s == pytest.approx(2 * fp16, rel=0.005), spec.name
+    for name in ("A100 SXM 80GB", "H100 SXM", "RTX A6000", "TITAN RTX", "L40S"):
+        assert get_device(name).fp16_accumulate_flops_per_s is None
+    rtx4090 = get_device("RTX 4090")
+    assert rtx4090.scaled(flops=2).fp16_accumulate_flops_per_s == pytest.approx(2 * 330.3e12)
+    # an overridden fp16 peak carries the fp16-accumulate rate along; removing it drops it
+    slower = rtx4090.with_overrides(matrix_flops_per_s={**rtx4090.matrix_flops_per_s,
+                                                        "fp16": "200 TFLOPS"})
+    assert slower.fp16_accumulate_flops_per_s == pytest.approx(330.3e12 * 200 / 165.2)
+    no_fp16 = {k: v for k, v in rtx4090.matrix_flops_per_s.items() if k != "fp16"}
+    assert rtx4090.with_overrides(matrix_flops_per_s=no_fp16).fp16_accumulate_flops_per_s is None
+    assert rtx4090.with_overrides(tdp_watts=400).fp16_accumulate_flops_per_s == 330.3e12
+
+
+def test_rtx_4000_ada_tensor_rate_is_derived_from_its_fp32_rate() -> None:
+    # Ada SMs: 128 FP32 lanes (256 FLOP/clk) and 1024 dense FP16 tensor FLOP/clk
+    spec = get_device("RTX 4000 Ada")
+    assert spec.matrix_flops_per_s["fp16"] == pytest.approx(
+        4 * spec.vector_flops_per_s["fp32"], rel=0.005)
 
 
 def test_with_overrides() -> None:

@@ -61,6 +61,7 @@ _TILE_SIDE = 128  # cuBLAS/CUTLASS-style 128x128 output tile per compute unit
 _SPLIT_K = 1024  # reduction length per split-K chunk
 # Integer and boolean ops (indices, masks) are costed at the fp32 vector rate without a note.
 _NOTED_FALLBACKS = frozenset({"float16", "bfloat16", "fp8", "float64"})
+_FP16_ACCUMULATE = "(fp16 accumulate)"
 _FLOAT8 = ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")
 
 
@@ -72,6 +73,10 @@ class Options:
     ----------
     tf32_matmul : fp32 matmuls use TF32 tensor cores (``torch.backends.cuda.matmul.allow_tf32``).
     tf32_conv : fp32 convolutions use TF32 (``torch.backends.cudnn.allow_tf32``, on by default).
+    fp16_accumulate : fp16 matmuls accumulate in fp16
+        (``torch.backends.cuda.matmul.allow_fp16_accumulation``; cuBLAS ``CUBLAS_COMPUTE_16F``,
+        which llama.cpp uses): on a device with a faster fp16-accumulate peak (GeForce),
+        that peak.
     efficiency : achievable fraction of peak: one float for every roof, or a dict with
         keys ``matrix``, ``vector``, ``memory``. Overrides the device's own ``efficiency``.
     host_seconds : time per step off the device (data loading, Python), fixed across devices.
@@ -81,6 +86,7 @@ class Options:
 
     tf32_matmul: bool = False
     tf32_conv: bool = True
+    fp16_accumulate: bool = False
     efficiency: float | dict[str, float] | None = None
     host_seconds: float = 0.0
     host_fraction: float | None = None
@@ -119,7 +125,7 @@ class _Rates:
     spec: DeviceSpec
     options: Options
     assumptions: list[str] = field(default_factory=list)
-    _cache: dict[tuple[bool, str, bool], tuple[float, str]] = field(default_factory=dict)
+    _cache: dict[tuple[bool, str, str], tuple[float, str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         eff = {"matrix": 1.0, "vector": 1.0, "memory": 1.0}
@@ -128,22 +134,22 @@ class _Rates:
         self.eff = eff
         self.bandwidth_bytes_per_s = self.spec.bandwidth_bytes_per_s * eff["memory"]
 
-    def compute(self, matrix: bool, dtype: str, conv: bool) -> tuple[float, str]:
-        """(effective FLOP/s, unit label) for an op."""
-        key = (matrix, dtype, conv)
+    def compute(self, matrix: bool, dtype: str, category: str) -> tuple[float, str]:
+        """(effective FLOP/s, unit label) for an op of ``category``."""
+        key = (matrix, dtype, category)
         if key not in self._cache:
-            self._cache[key] = self._lookup(matrix, _dtype_key(dtype), conv)
+            self._cache[key] = self._lookup(matrix, _dtype_key(dtype), category)
         return self._cache[key]
 
     def _note(self, text: str) -> None:
         if text not in self.assumptions:
             self.assumptions.append(text)
 
-    def _lookup(self, matrix: bool, dtype: str, conv: bool) -> tuple[float, str]:
+    def _lookup(self, matrix: bool, dtype: str, category: str) -> tuple[float, str]:
         spec, name = self.spec, self.spec.name
         if matrix:
             want = dtype
-            tf32 = self.options.tf32_conv if conv else self.options.tf32_matmul
+            tf32 = self.options.tf32_conv if category == "conv" else self.options.tf32_matmul
             if dtype == "float32" and tf32:
                 want = "tf32"
             peak = _peak(spec, want, "matrix")
@@ -156,6 +162,11 @@ class _Rates:
                         self._note(f"{name} has no fp8 matrix peak: fp8 matmuls costed at "
                                    f"its {alt} matrix peak")
                         return peak * self.eff["matrix"], f"matrix {alt}"
+            # cuBLAS matmuls only: cuDNN convolutions and fused attention accumulate in fp32
+            fast = spec.fp16_accumulate_flops_per_s
+            if self.options.fp16_accumulate and fast is not None and category == "matmul" \
+                    and _canonical(want) == "fp16":
+                return fast * self.eff["matrix"], f"matrix {want} {_FP16_ACCUMULATE}"
             if peak is not None:
                 return peak * self.eff["matrix"], f"matrix {want}"
             self._note(f"{name} has no {want} matrix units: {dtype} matmuls run on its "
@@ -238,6 +249,16 @@ def _depthwise(op: OpRecord) -> bool:
     # weight (C_out, C_in / groups, ...) with C_out the output's channels: not a transposed
     # convolution, whose weight is (C_in, C_out / groups, ...)
     return shapes[w][1] == 1 and shapes[x][1] > 1 and len(out) >= 2 and out[1] == shapes[w][0]
+
+
+def _depthwise_rate(spec: DeviceSpec, op: OpRecord, unit: str) -> float | None:
+    """Calibrated FLOP/s of a depthwise convolution in the dtype of the vector ``unit`` it
+    runs on (the forward's for a backward not measured)."""
+    key = _canonical(unit.split(" ")[1]) or ""
+    forward = spec.depthwise_flops_per_s.get(key)
+    if "backward" in op.name:
+        return spec.depthwise_backward_flops_per_s.get(key, forward)
+    return forward
 
 
 def _curve_rates(gemms: list[tuple[int, int, int, float]], points: list[Any]) -> np.ndarray:
@@ -327,7 +348,9 @@ class Analysis:
         if not by_unit:
             return 0.0
         unit = max(by_unit, key=lambda u: by_unit[u])
-        kind, dtype = unit.split(" ", 1)
+        if unit.endswith(_FP16_ACCUMULATE) and self.device.fp16_accumulate_flops_per_s:
+            return self.device.fp16_accumulate_flops_per_s
+        kind, dtype = unit.split(" ")[:2]
         return _peak(self.device, dtype, kind) or 0.0
 
     def _group(self, keys: list[str]) -> dict[str, dict[str, float]]:
@@ -430,19 +453,24 @@ def analyze(trace: Trace, device: str | DeviceSpec, **options: Any) -> Analysis:
     gemms: dict[int, tuple[int, int, int, float]] = {}
     for i, op in enumerate(trace.ops):
         matrix = op.category in MATRIX_CATEGORIES
-        if matrix and _depthwise(op):  # a per-channel stencil: no GEMM for matrix units
+        depthwise = matrix and _depthwise(op)
+        if depthwise:  # a per-channel stencil: no GEMM for matrix units
             matrix = False
             rates._note("depthwise convolutions run on the vector units (one input channel "
                         "per group leaves no GEMM for matrix units)")
-        rate[i], unit = rates.compute(matrix, op.dtype, op.category == "conv")
+        rate[i], unit = rates.compute(matrix, op.dtype, op.category)
+        if depthwise and (measured := _depthwise_rate(spec, op, unit)):
+            rate[i] = measured * rates.eff["vector"]
+            rates._note("depthwise convolutions run at the calibrated depthwise rates")
         units.append(unit)
         if matrix:
             # the curve measured torch.mm in the dtype the op runs in (tf32 for fp32 on
-            # TF32), wherever that ran; a fallback to another dtype is not on it
-            key = canonical_dtype(unit.split(" ", 1)[1])
+            # TF32), wherever that ran; a fallback to another dtype, or fp16 accumulation (the
+            # curve measured PyTorch's default fp32 accumulation), is not on it
+            key = canonical_dtype(unit.split(" ")[1])
             own = _canonical(_dtype_key(op.dtype))
             if key in spec.matmul_curve and (key == own or (key, own) == ("tf32", "fp32")) \
-                    and (gemm := _gemm(op)) is not None:
+                    and not unit.endswith(_FP16_ACCUMULATE) and (gemm := _gemm(op)) is not None:
                 on_curve.setdefault(key, []).append(i)
                 gemms[i] = gemm
             else:

@@ -24,11 +24,12 @@ import os
 import platform
 import re
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import platformdirs
 import torch
 from torch.utils.benchmark import Timer
@@ -42,7 +43,7 @@ __all__ = ["CACHE_ENV", "CalibrationError", "as_efficiency", "calibrate", "effic
 CACHE_ENV = "ROOFLINE_CACHE_DIR"
 _TORCH_DTYPES = {"fp64": torch.float64, "fp32": torch.float32, "tf32": torch.float32,
                  "fp16": torch.float16, "bf16": torch.bfloat16}
-_FORMAT = 2  # bumped when a calibration measures more: older cached results are re-measured
+_FORMAT = 3  # bumped when a calibration measures more: older cached results are re-measured
 # Fields that describe the hardware rather than its speed, carried over from the base spec.
 _CARRIED = ("memory_bytes", "cache_bytes", "form_factor", "tdp_watts", "host_link")
 
@@ -59,6 +60,7 @@ class _Plan:
     min_run_time: float  # seconds per Timer measurement
     curve_sizes: tuple[int, ...]  # m, n and k values of the matmul curve's grid
     curve_min_run_time: float = 0.02
+    depthwise_batch: int = 1  # images in the depthwise convolution measured
 
 
 _PLANS = {  # (kind, quick) -> plan
@@ -66,9 +68,9 @@ _PLANS = {  # (kind, quick) -> plan
     ("cpu", False): _Plan((512, 1024, 2048), 256 << 20, 1 << 17, 0.5,
                           (16, 64, 256, 1024, 4096), 0.05),
     ("gpu", True): _Plan((2048, 4096, 8192), 1 << 30, 1 << 21, 0.2,
-                         (64, 256, 1024, 4096, 16384)),
+                         (64, 256, 1024, 4096, 16384), depthwise_batch=32),
     ("gpu", False): _Plan((4096, 8192, 16384), 1 << 30, 1 << 21, 0.5,
-                          (16, 64, 256, 1024, 4096, 16384), 0.05),
+                          (16, 64, 256, 1024, 4096, 16384), 0.05, depthwise_batch=32),
 }
 
 
@@ -204,6 +206,7 @@ class _Bench:
         vector_keys = dict.fromkeys(k for k in ("fp32", *keys) if k in VECTOR_DTYPES)
         return {"matrix_flops_per_s": {k: self.matmul(k) for k in keys},
                 "vector_flops_per_s": {k: self.vector(k) for k in vector_keys},
+                **self.depthwise(vector_keys),
                 "bandwidth_bytes_per_s": self.bandwidth(),
                 "launch_overhead_seconds": self.overhead(),
                 "matmul_curve": {k: self.matmul_curve(k) for k in keys},
@@ -295,6 +298,55 @@ class _Bench:
                           "are load/store-bound).")
         return max(rates.values())
 
+    def depthwise(self, keys: Iterable[str]) -> dict[str, dict[str, float]]:
+        """FLOP/s of a 3x3 depthwise convolution, forward and backward, per dtype.
+
+        MobileNetV2's widest early layer: 144 channels at 56x56. Depthwise kernels are
+        neither GEMMs nor plain elementwise passes and run far below both roofs on CPUs;
+        their forward and backward scale with threads differently. On the development CPU
+        the same kernel ran at 1-2 or at 7-19 GFLOP/s from one allocation (or process) to
+        the next, so each rate is the median over several allocations and the notes give
+        the range. A dtype with no kernel here is left out, with a note.
+        """
+        n, c, hw, copies = self.plan.depthwise_batch, 144, 56, 7
+        flops = 2 * 9 * n * c * hw * hw  # 2 x outputs x (1 channel x 3 x 3)
+        rates: dict[str, dict[str, float]] = {"depthwise_flops_per_s": {},
+                                              "depthwise_backward_flops_per_s": {}}
+        for key in keys:
+            forward, backward, noisy = [], [], 0
+            kept = []  # alive, so that every copy lands at a new address
+            try:
+                for _ in range(copies):
+                    x = torch.randn(n, c, hw, hw, device=self.dev, dtype=_TORCH_DTYPES[key])
+                    env = {"x": x, "w": torch.randn(c, 1, 3, 3, device=self.dev, dtype=x.dtype),
+                           "g": torch.randn_like(x), "c": c}
+                    kept.append(env)
+                    seconds, bad = self._timed(
+                        "torch.nn.functional.conv2d(x, w, padding=1, groups=c)",
+                        self.plan.curve_min_run_time, **env)
+                    forward.append(flops / seconds)
+                    # input and weight gradients: one forward's FLOPs each
+                    seconds, worse = self._timed(
+                        "torch.ops.aten.convolution_backward(g, x, w, None, [1, 1], [1, 1], "
+                        "[1, 1], False, [0, 0], c, [True, True, False])",
+                        self.plan.curve_min_run_time, **env)
+                    backward.append(2 * flops / seconds)
+                    noisy += bad + worse
+            except (RuntimeError, NotImplementedError) as exc:  # e.g. no such CPU kernel
+                self.notes.append(f"{key} depthwise conv not measured: "
+                                  f"{str(exc).splitlines()[0]}")
+                continue
+            rates["depthwise_flops_per_s"][key] = float(np.median(forward))
+            rates["depthwise_backward_flops_per_s"][key] = float(np.median(backward))
+            span = ", ".join(f"{what} {format_quantity(min(r), 'flops')} to "
+                             f"{format_quantity(max(r), 'flops')}, median "
+                             f"{format_quantity(float(np.median(r)), 'flops')}"
+                             for what, r in (("forward", forward), ("backward (input and "
+                                                                    "weight gradients)", backward)))
+            self.notes.append(f"{key} depthwise conv ({n}x{c}x{hw}x{hw}, 3x3) over {copies} "
+                              f"allocations: {span}.{_noisy(noisy, 2 * copies)}")
+        return rates
+
     def overhead(self) -> float:
         x = torch.ones(1, device=self.dev)
         t = self.time("torch.add(x, y)", "overhead", x=x, y=x.clone())
@@ -305,13 +357,23 @@ class _Bench:
 
 @contextlib.contextmanager
 def _matmul_precision(key: str) -> Iterator[None]:
-    """fp32 measured as true fp32, tf32 with TF32 allowed; the setting is restored after."""
+    """fp32 measured as true fp32, tf32 with TF32 allowed; the settings are restored after.
+
+    Setting the precision also sets the backends' ``fp32_precision`` from ``"none"`` to
+    ``"ieee"``, which restoring the precision does not undo: they are restored one by one.
+    """
     previous = torch.get_float32_matmul_precision()
+    backends: list[Any] = [b for b in (getattr(torch.backends.cuda, "matmul", None),
+                                       getattr(torch.backends.mkldnn, "matmul", None))
+                           if hasattr(b, "fp32_precision")]  # torch >= 2.9
+    saved = [b.fp32_precision for b in backends]
     torch.set_float32_matmul_precision("high" if key == "tf32" else "highest")
     try:
         yield
     finally:
         torch.set_float32_matmul_precision(previous)
+        for backend, value in zip(backends, saved, strict=True):
+            backend.fp32_precision = value
 
 
 def _noisy(count: int, total: int) -> str:

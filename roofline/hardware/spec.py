@@ -95,6 +95,14 @@ FlopsPerS = Annotated[
     _checker("flops"),
     _schema("FLOP/s (OP/s for int): number or e.g. '989.4 TFLOPS'"),
 ]
+# Measured rates (a kernel far below any roof, e.g. a CPU depthwise convolution) are
+# not datasheet peaks: positive, with no unit-prefix range check.
+MeasuredFlopsPerS = Annotated[
+    float,
+    _parser("flops"),
+    Field(gt=0),
+    _schema("measured FLOP/s: number or e.g. '1.7 GFLOPS'"),
+]
 BytesPerS = Annotated[
     float,
     _parser("bandwidth"),
@@ -194,6 +202,12 @@ class DeviceSpec(BaseModel):
     vector_flops_per_s: dict[str, FlopsPerS] = Field(
         default_factory=dict, description="Peaks of non-matrix units (CUDA cores, SIMD)."
     )
+    fp16_accumulate_flops_per_s: FlopsPerS | None = Field(
+        None,
+        description="Dense fp16 matrix peak when products accumulate in fp16, where that is "
+        "faster than the fp32-accumulate fp16 peak in matrix_flops_per_s (GeForce cards run "
+        "fp32 accumulation at half rate). Used with the analysis option fp16_accumulate.",
+    )
     memory_bytes: Bytes | None = None
     bandwidth_bytes_per_s: BytesPerS = Field(description="Main-memory (HBM/GDDR/DRAM) bandwidth.")
     cache_bytes: CacheBytes | None = Field(None, description="Last-level cache.")
@@ -213,6 +227,16 @@ class DeviceSpec(BaseModel):
         description="Measured matmul FLOP/s on a grid of (m, n, k) shapes, per dtype "
         "(roofline.calibrate); used in place of peak x fill for matrix ops of that dtype.",
     )
+    depthwise_flops_per_s: dict[str, MeasuredFlopsPerS] = Field(
+        default_factory=dict,
+        description="Measured FLOP/s of a 3x3 depthwise convolution forward, per dtype "
+        "(roofline.calibrate); depthwise convolutions run at it instead of the vector peak.",
+    )
+    depthwise_backward_flops_per_s: dict[str, MeasuredFlopsPerS] = Field(
+        default_factory=dict,
+        description="The same for its backward (input and weight gradients); depthwise "
+        "convolution backward runs at it (at the forward rate where it is missing).",
+    )
     memory_curve: list[MemoryPoint] = Field(
         default_factory=list,
         description="Measured bytes/s of an elementwise add by bytes moved (roofline.calibrate); "
@@ -225,9 +249,10 @@ class DeviceSpec(BaseModel):
     normalise_matrix_keys = field_validator(
         "matrix_flops_per_s", "matrix_sparse_flops_per_s", mode="before"
     )(_peak_table(DTYPES))
-    normalise_vector_keys = field_validator("vector_flops_per_s", mode="before")(
-        _peak_table(VECTOR_DTYPES)
-    )
+    normalise_vector_keys = field_validator(
+        "vector_flops_per_s", "depthwise_flops_per_s", "depthwise_backward_flops_per_s",
+        mode="before"
+    )(_peak_table(VECTOR_DTYPES))
 
     @model_validator(mode="before")
     @classmethod
@@ -292,6 +317,22 @@ class DeviceSpec(BaseModel):
                 )
         return self
 
+    @model_validator(mode="after")
+    def _check_fp16_accumulate(self) -> DeviceSpec:
+        rate = self.fp16_accumulate_flops_per_s
+        if rate is None:
+            return self
+        fp16 = self.matrix_flops_per_s.get("fp16")
+        if fp16 is None:
+            raise ValueError("fp16_accumulate_flops_per_s needs the fp16 matrix peak it speeds up")
+        if not fp16 <= rate <= 2.0 * fp16 * 1.01:
+            raise ValueError(
+                f"fp16_accumulate_flops_per_s = {format_quantity(rate, 'flops')} must lie between "
+                f"the fp32-accumulate fp16 peak {format_quantity(fp16, 'flops')} and twice it "
+                "(half-rate fp32 accumulation is the only gap datasheets list)"
+            )
+        return self
+
     def __hash__(self) -> int:  # dict fields are unhashable; hash the canonical JSON instead
         return hash(self.model_dump_json())
 
@@ -344,7 +385,8 @@ class DeviceSpec(BaseModel):
 
         Values may be datasheet strings, e.g.
         ``spec.with_overrides(bandwidth_bytes_per_s="4.8 TB/s")``. On a calibrated spec, a
-        new bandwidth or matrix peak rescales the measured memory or matmul curve with it.
+        new bandwidth, matrix or vector peak rescales the measured memory curve, matmul curve
+        or depthwise rate with it.
 
         Raises
         ------
@@ -352,6 +394,9 @@ class DeviceSpec(BaseModel):
             If the result does not validate; the message names the device and field.
         """
         data = {**self.model_dump(), **fields}
+        follow = "fp16_accumulate_flops_per_s" not in fields
+        if follow:  # set below, from the new fp16 peak
+            data["fp16_accumulate_flops_per_s"] = None
         spec = validate_device(data, origin="with_overrides()")
         # a measured curve follows an overridden plateau it was measured with
         matmul = {key: new / old for key in spec.matmul_curve
@@ -361,6 +406,17 @@ class DeviceSpec(BaseModel):
         data = _scaled_curves(spec.model_dump(),
                               matmul if "matmul_curve" not in fields else {},
                               memory if "memory_curve" not in fields else 1.0)
+        if follow and self.fp16_accumulate_flops_per_s and (
+                old := self.matrix_flops_per_s.get("fp16")) and (
+                new := spec.matrix_flops_per_s.get("fp16")):
+            # the fp16-accumulate rate follows an overridden fp16 peak (2x it on GeForce)
+            data["fp16_accumulate_flops_per_s"] = self.fp16_accumulate_flops_per_s * new / old
+        for table in ("depthwise_flops_per_s", "depthwise_backward_flops_per_s"):
+            if table not in fields:  # measured on the vector units
+                data[table] = {
+                    k: rate * (new / old if (old := self.vector_flops_per_s.get(k))
+                               and (new := spec.vector_flops_per_s.get(k)) else 1.0)
+                    for k, rate in getattr(spec, table).items()}
         return validate_device(data, origin="with_overrides()")
 
     def scaled(
@@ -372,7 +428,7 @@ class DeviceSpec(BaseModel):
         ----------
         flops : float
             Factor applied to all matrix, sparse and vector peaks (and the measured matmul
-            curve); must be > 0.
+            curve and depthwise rates); must be > 0.
         bandwidth : float
             Factor applied to ``bandwidth_bytes_per_s`` (and the measured memory curve);
             must be > 0.
@@ -399,6 +455,10 @@ class DeviceSpec(BaseModel):
         data = _scaled_curves(self.model_dump(), dict.fromkeys(self.matmul_curve, flops),
                               bandwidth)
         for table in ("matrix_flops_per_s", "matrix_sparse_flops_per_s", "vector_flops_per_s"):
+            data[table] = {k: v * flops for k, v in data[table].items()}
+        if self.fp16_accumulate_flops_per_s is not None:
+            data["fp16_accumulate_flops_per_s"] = self.fp16_accumulate_flops_per_s * flops
+        for table in ("depthwise_flops_per_s", "depthwise_backward_flops_per_s"):
             data[table] = {k: v * flops for k, v in data[table].items()}
         data.update(
             name=name or f"{self.name} ({label})",

@@ -69,7 +69,8 @@ def _json(data: dict[str, Any]) -> str:
 
 
 def _options(args: argparse.Namespace) -> dict[str, Any]:
-    opts: dict[str, Any] = {"tf32_matmul": args.dtype == "tf32"}
+    opts: dict[str, Any] = {"tf32_matmul": args.dtype == "tf32",
+                            "fp16_accumulate": args.fp16_accumulate}
     if args.host_seconds:
         opts["host_seconds"] = args.host_seconds
     return opts
@@ -158,6 +159,8 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=int)
     p.add_argument("--seq-len", type=int)
     p.add_argument("--dtype", default="fp32", help="fp32, tf32, bf16 or fp16 (mixed precision)")
+    p.add_argument("--fp16-accumulate", action="store_true",
+                   help="fp16 matmuls accumulate in fp16 (GeForce: twice the tensor rate)")
     p.add_argument("--fake", action="store_true",
                    help="fake tensors, allocate nothing (always on; kept for scripts)")
     p.add_argument("--host-seconds", type=float, default=0.0,
