@@ -204,9 +204,12 @@ class _Bench:
 
     def run(self, keys: list[str]) -> dict[str, Any]:
         vector_keys = dict.fromkeys(k for k in ("fp32", *keys) if k in VECTOR_DTYPES)
+        # depthwise first: after the large matmul and stream buffers were freed, this CPU ran
+        # it up to 10x faster than a model's own depthwise layers did (see depthwise())
+        depthwise = self.depthwise(vector_keys)
         return {"matrix_flops_per_s": {k: self.matmul(k) for k in keys},
                 "vector_flops_per_s": {k: self.vector(k) for k in vector_keys},
-                **self.depthwise(vector_keys),
+                **depthwise,
                 "bandwidth_bytes_per_s": self.bandwidth(),
                 "launch_overhead_seconds": self.overhead(),
                 "matmul_curve": {k: self.matmul_curve(k) for k in keys},
@@ -304,9 +307,11 @@ class _Bench:
         MobileNetV2's widest early layer: 144 channels at 56x56. Depthwise kernels are
         neither GEMMs nor plain elementwise passes and run far below both roofs on CPUs;
         their forward and backward scale with threads differently. On the development CPU
-        the same kernel ran at 1-2 or at 7-19 GFLOP/s from one allocation (or process) to
-        the next, so each rate is the median over several allocations and the notes give
-        the range. A dtype with no kernel here is left out, with a note.
+        the same kernel ran at 1-3 GFLOP/s in a fresh process (as a model's own depthwise
+        layers did) and at 12-23 GFLOP/s after large buffers had been freed (first-touch
+        page faults of its output, likely; not verified), so it is measured first, as the
+        median over several allocations, with the range in the notes. A dtype with no kernel
+        here is left out, with a note.
         """
         n, c, hw, copies = self.plan.depthwise_batch, 144, 56, 7
         flops = 2 * 9 * n * c * hw * hw  # 2 x outputs x (1 channel x 3 x 3)
