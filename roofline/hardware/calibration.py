@@ -314,6 +314,7 @@ class _Bench:
         here is left out, with a note.
         """
         n, c, hw, copies = self.plan.depthwise_batch, 144, 56, 7
+        seconds_each = self.plan.min_run_time / 2  # enough blocks of ms-long kernels for an IQR
         flops = 2 * 9 * n * c * hw * hw  # 2 x outputs x (1 channel x 3 x 3)
         rates: dict[str, dict[str, float]] = {"depthwise_flops_per_s": {},
                                               "depthwise_backward_flops_per_s": {}}
@@ -328,13 +329,13 @@ class _Bench:
                     kept.append(env)
                     seconds, bad = self._timed(
                         "torch.nn.functional.conv2d(x, w, padding=1, groups=c)",
-                        self.plan.curve_min_run_time, **env)
+                        seconds_each, **env)
                     forward.append(flops / seconds)
                     # input and weight gradients: one forward's FLOPs each
                     seconds, worse = self._timed(
                         "torch.ops.aten.convolution_backward(g, x, w, None, [1, 1], [1, 1], "
                         "[1, 1], False, [0, 0], c, [True, True, False])",
-                        self.plan.curve_min_run_time, **env)
+                        seconds_each, **env)
                     backward.append(2 * flops / seconds)
                     noisy += bad + worse
             except (RuntimeError, NotImplementedError) as exc:  # e.g. no such CPU kernel
