@@ -100,17 +100,14 @@ def _median_spec(specs: list[DeviceSpec]) -> DeviceSpec:
     def med(values: list[float]) -> float:
         return float(statistics.median(values))
 
+    def table(name: str) -> dict[str, float]:
+        return {k: med([getattr(s, name)[k] for s in specs]) for k in getattr(first, name)}
+
     first = specs[0]
     return first.with_overrides(
-        matrix_flops_per_s={k: med([s.matrix_flops_per_s[k] for s in specs])
-                            for k in first.matrix_flops_per_s},
-        vector_flops_per_s={k: med([s.vector_flops_per_s[k] for s in specs])
-                            for k in first.vector_flops_per_s},
-        depthwise_flops_per_s={k: med([s.depthwise_flops_per_s[k] for s in specs])
-                               for k in first.depthwise_flops_per_s},
-        depthwise_backward_flops_per_s={
-            k: med([s.depthwise_backward_flops_per_s[k] for s in specs])
-            for k in first.depthwise_backward_flops_per_s},
+        **{name: table(name) for name in ("matrix_flops_per_s", "vector_flops_per_s",
+                                          "depthwise_flops_per_s",
+                                          "depthwise_backward_flops_per_s")},
         bandwidth_bytes_per_s=med([s.bandwidth_bytes_per_s for s in specs]),
         launch_overhead_seconds=med([s.launch_overhead_seconds for s in specs]),
         matmul_curve={k: [p.model_copy(update={"flops_per_s": med(

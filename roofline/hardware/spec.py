@@ -398,25 +398,22 @@ class DeviceSpec(BaseModel):
         if follow:  # set below, from the new fp16 peak
             data["fp16_accumulate_flops_per_s"] = None
         spec = validate_device(data, origin="with_overrides()")
-        # a measured curve follows an overridden plateau it was measured with
-        matmul = {key: new / old for key in spec.matmul_curve
-                  if (old := self.matrix_flops_per_s.get(key))
-                  and (new := spec.matrix_flops_per_s.get(key))}
+        # a measured curve or rate follows an overridden peak it was measured with
+        matrix, vector = self.matrix_flops_per_s, self.vector_flops_per_s
+        matmul = {key: r for key in spec.matmul_curve
+                  if (r := _ratio(matrix, spec.matrix_flops_per_s, key))}
         memory = spec.bandwidth_bytes_per_s / self.bandwidth_bytes_per_s
         data = _scaled_curves(spec.model_dump(),
                               matmul if "matmul_curve" not in fields else {},
                               memory if "memory_curve" not in fields else 1.0)
-        if follow and self.fp16_accumulate_flops_per_s and (
-                old := self.matrix_flops_per_s.get("fp16")) and (
-                new := spec.matrix_flops_per_s.get("fp16")):
+        fp16 = _ratio(matrix, spec.matrix_flops_per_s, "fp16")
+        if follow and self.fp16_accumulate_flops_per_s and fp16:
             # the fp16-accumulate rate follows an overridden fp16 peak (2x it on GeForce)
-            data["fp16_accumulate_flops_per_s"] = self.fp16_accumulate_flops_per_s * new / old
+            data["fp16_accumulate_flops_per_s"] = self.fp16_accumulate_flops_per_s * fp16
         for table in ("depthwise_flops_per_s", "depthwise_backward_flops_per_s"):
             if table not in fields:  # measured on the vector units
-                data[table] = {
-                    k: rate * (new / old if (old := self.vector_flops_per_s.get(k))
-                               and (new := spec.vector_flops_per_s.get(k)) else 1.0)
-                    for k, rate in getattr(spec, table).items()}
+                data[table] = {k: rate * (_ratio(vector, spec.vector_flops_per_s, k) or 1.0)
+                               for k, rate in getattr(spec, table).items()}
         return validate_device(data, origin="with_overrides()")
 
     def scaled(
@@ -454,12 +451,11 @@ class DeviceSpec(BaseModel):
         label = ", ".join(p for p in parts if p) or "1x"
         data = _scaled_curves(self.model_dump(), dict.fromkeys(self.matmul_curve, flops),
                               bandwidth)
-        for table in ("matrix_flops_per_s", "matrix_sparse_flops_per_s", "vector_flops_per_s"):
+        for table in ("matrix_flops_per_s", "matrix_sparse_flops_per_s", "vector_flops_per_s",
+                      "depthwise_flops_per_s", "depthwise_backward_flops_per_s"):
             data[table] = {k: v * flops for k, v in data[table].items()}
         if self.fp16_accumulate_flops_per_s is not None:
             data["fp16_accumulate_flops_per_s"] = self.fp16_accumulate_flops_per_s * flops
-        for table in ("depthwise_flops_per_s", "depthwise_backward_flops_per_s"):
-            data[table] = {k: v * flops for k, v in data[table].items()}
         data.update(
             name=name or f"{self.name} ({label})",
             aliases=[],
@@ -470,6 +466,12 @@ class DeviceSpec(BaseModel):
             ],
         )
         return validate_device(data, origin="scaled()", plausibility=False)
+
+
+def _ratio(before: dict[str, float], after: dict[str, float], key: str) -> float | None:
+    """``after[key] / before[key]``, None unless both exist."""
+    old, new = before.get(key), after.get(key)
+    return new / old if old and new else None
 
 
 def _scaled_curves(data: dict[str, Any], matmul: dict[str, float],
