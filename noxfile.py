@@ -21,7 +21,7 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=["3.11"])
 def types(session: nox.Session) -> None:
     session.install(*CONSTRAINTS, "-e", ".[lint]")
-    session.run("mypy", "roofline")
+    session.run("mypy", "roofline", "benchmarks")
 
 
 @nox.session(python=["3.11"])

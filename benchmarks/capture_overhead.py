@@ -22,6 +22,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
@@ -31,7 +32,7 @@ from roofline.zoo import get_model
 
 # Small inputs: the tracing cost per op does not depend on tensor sizes, so on small
 # shapes it is a measurable share of the step rather than lost in its noise.
-MODELS = {
+MODELS: dict[str, dict[str, Any]] = {
     "mlp": {"batch_size": 8},
     "resnet50": {"batch_size": 1, "image_size": 64},
     "mobilenet": {"batch_size": 1, "image_size": 64},

@@ -91,7 +91,7 @@ def workload(row: pd.Series) -> Workload | None:
         # generation: one new token per step, weights read once (the KV cache at <=1k
         # tokens is <1% of the bytes); prompt eval: the 1024-token prompt in one pass
         seq = 1 if "generation" in str(row.metric) else 1024
-    if zoo == "transformer-big":
+    if zoo == "transformer-big" and seq:
         batch = max(1, batch // 2 // seq)  # token batch -> sentence pairs of src+tgt
     llama_cpp = "llama.cpp" in str(row.notes) or str(row.source).startswith("XiongjieDai")
     precision = precision_of(row.precision)

@@ -12,6 +12,7 @@ Usage: ``python benchmarks/the_answer.py``
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import torch
 
@@ -19,7 +20,7 @@ import roofline
 from roofline.zoo import get_model
 
 
-def training_trace(name: str, batch_size: int, **kw: int) -> roofline.Trace:
+def training_trace(name: str, batch_size: int, **kw: Any) -> roofline.Trace:
     zm = get_model(name, batch_size=batch_size, **kw)
     params = zm.model.parameters()
     opt = (torch.optim.SGD(params, lr=0.1, momentum=0.9, foreach=True) if name == "resnet50"

@@ -6,14 +6,15 @@ model run 2x faster?". Fresh processes calibrate the CPU at each thread count
 (``roofline.calibrate``, alternated, three each; the median of each field and curve point
 is used); for every zoo model's training and inference step, fresh processes measure the
 step at 1 and 2 threads (medians after warm-up, at least ``--min-seconds`` of steps),
-alternated over ``--rounds``; the measured speedup is the median of the rounds' ratios.
-The predicted speedup (from the two calibrated specs: ``method="roofline"``; and from the
-1-thread measurement scaled per op: ``method="runtime"``) is printed against it. With
+alternated over ``--rounds`` (1-2, then 2-1, ...); the measured speedup is the median of
+the rounds' ratios. The predicted speedup (from the two calibrated specs:
+``method="roofline"``; and from the 1-thread measurement scaled per op:
+``method="runtime"``) is printed against it. With
 ``--calibrate-each``, every measuring process first calibrates the CPU as it is at that
 moment, and each step is predicted from its own round's two calibrations (a shared VM's
 second core comes and goes; a calibration minutes earlier may describe another machine).
 
-Usage: ``python benchmarks/thread_scaling.py [--rounds 3] [--models mlp,gpt2] [--calibrate-each]
+Usage: ``python benchmarks/thread_scaling.py [--rounds 5] [--models mlp,gpt2] [--calibrate-each]
 [--out DIR]``
 """
 
@@ -137,25 +138,30 @@ def measured(threads: int, model: str, mode: str, repeat: int, min_seconds: floa
 
 
 def measured_pair(model: str, mode: str, repeat: int, rounds: int, min_seconds: float,
-                  calibrate_each: bool) -> tuple[Run, Run]:
-    """Fresh processes at 1 and 2 threads, alternated ``rounds`` times.
+                  calibrate_each: bool) -> tuple[Run, Run, list[float]]:
+    """Fresh processes at 1 and 2 threads, alternated ``rounds`` times, in turn order.
 
     The measured speedup is taken from the round with the median ratio of 1-thread over
     2-thread step time: the two runs of a round are seconds apart, so slow drift of the
-    shared machine cancels in their ratio.
+    shared machine cancels in their ratio. All rounds' ratios are returned too, so that a
+    speedup that moved between rounds is shown as such.
     """
-    pairs = [(measured(1, model, mode, repeat, min_seconds, calibrate_each),
-              measured(2, model, mode, repeat, min_seconds, calibrate_each))
-             for _ in range(rounds)]
-    pairs.sort(key=lambda p: p[0].measurement.step_seconds / p[1].measurement.step_seconds)
-    return pairs[len(pairs) // 2]
+    pairs = []
+    for i in range(rounds):  # 1-2, 2-1, 1-2, ...: whatever favours going first falls on both
+        runs = {t: measured(t, model, mode, repeat, min_seconds, calibrate_each)
+                for t in ((1, 2) if i % 2 == 0 else (2, 1))}
+        pairs.append((runs[1], runs[2]))
+    ratios = [a.measurement.step_seconds / b.measurement.step_seconds for a, b in pairs]
+    order = sorted(range(len(pairs)), key=ratios.__getitem__)
+    r1, r2 = pairs[order[len(order) // 2]]
+    return r1, r2, sorted(ratios)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3, help="least timed steps per measurement")
     parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--rounds", type=int, default=3,
+    parser.add_argument("--rounds", type=int, default=5,
                         help="alternated 1-/2-thread measurement rounds per step")
     parser.add_argument("--min-seconds", type=float, default=2.0,
                         help="least time spent timing steps in each measurement")
@@ -179,21 +185,24 @@ def main() -> None:
         for threads, spec in zip((1, 2), specs, strict=True):
             if args.out:
                 (args.out / f"cpu-{threads}.json").write_text(spec.model_dump_json())
-            print(f"{spec.name}: fp32 matmul {spec.peak_flops_per_s('float32') / 1e9:.1f} "
+            print(f"{spec.name}: fp32 matmul {(spec.peak_flops_per_s('float32') or 0) / 1e9:.1f} "
                   f"GFLOP/s, bandwidth {spec.bandwidth_bytes_per_s / 1e9:.1f} GB/s, per-op "
                   f"overhead {spec.launch_overhead_seconds * 1e6:.1f} us, depthwise conv "
                   f"{spec.depthwise_flops_per_s.get('fp32', 0) / 1e9:.2f} GFLOP/s forward, "
                   f"{spec.depthwise_backward_flops_per_s.get('fp32', 0) / 1e9:.2f} backward")
     print()
     header = (f"{'model':<11} {'step':<9} {'1 thread':>9} {'2 threads':>9} {'measured':>8} "
-              f"{'roofline':>8} {'error':>7} {'runtime':>8} {'error':>7} {'spread':>6}")
+              f"{'roofline':>8} {'error':>7} {'runtime':>8} {'error':>7} {'spread':>6} "
+              f"{'rounds':>11}")
     print(header)
     print("-" * len(header))
     errors: dict[str, list[float]] = {"roofline": [], "runtime": []}
+    inside = {"roofline": 0, "runtime": 0}  # predictions within the rounds' measured range
+    spans: list[float] = []  # highest / lowest measured speedup over the rounds, minus 1
     for model in args.models.split(","):
         for mode in ("train", "inference"):
-            r1, r2 = measured_pair(model, mode, args.repeat, args.rounds, args.min_seconds,
-                                   args.calibrate_each)
+            r1, r2, ratios = measured_pair(model, mode, args.repeat, args.rounds,
+                                           args.min_seconds, args.calibrate_each)
             m1, m2 = r1.measurement, r2.measurement
             speedup = m1.step_seconds / m2.step_seconds
             src, dst = specs or (r1.spec, r2.spec)
@@ -214,15 +223,23 @@ def main() -> None:
             e_roof, e_run = roof / speedup - 1, runtime / speedup - 1
             errors["roofline"].append(abs(e_roof))
             errors["runtime"].append(abs(e_run))
+            spans.append(ratios[-1] / ratios[0] - 1)
+            for method, predicted in (("roofline", roof), ("runtime", runtime)):
+                inside[method] += ratios[0] <= predicted <= ratios[-1]
             spread = max(m1.spread, m2.spread)
             print(f"{model:<11} {mode:<9} {m1.step_seconds * 1e3:>7.1f}ms "
                   f"{m2.step_seconds * 1e3:>7.1f}ms {speedup:>7.2f}x {roof:>7.2f}x "
-                  f"{e_roof:>+7.1%} {runtime:>7.2f}x {e_run:>+7.1%} {spread:>6.0%}")
+                  f"{e_roof:>+7.1%} {runtime:>7.2f}x {e_run:>+7.1%} {spread:>6.0%} "
+                  f"{ratios[0]:>5.2f}-{ratios[-1]:.2f}x")
     print()
     for method, errs in errors.items():
         print(f"{method:>8}: median |error| {statistics.median(errs):.1%}, max "
-              f"{max(errs):.1%} over {len(errs)} steps (target: median <= 10%)")
+              f"{max(errs):.1%} over {len(errs)} steps (target: median <= 10%); "
+              f"{inside[method]}/{len(errs)} inside the rounds' range")
+    print(f"the measured speedup itself moved between rounds by a median of "
+          f"{statistics.median(spans):.0%} (highest / lowest - 1)")
     print("spread = interquartile range / median of the step samples (the noisier thread count)")
+    print("rounds = lowest-highest measured speedup over the rounds (the median is used)")
 
 
 if __name__ == "__main__":
