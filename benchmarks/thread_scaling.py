@@ -8,11 +8,11 @@ is used); for every zoo model's training and inference step, fresh processes mea
 step at 1 and 2 threads (medians after warm-up, at least ``--min-seconds`` of steps),
 alternated over ``--rounds`` (1-2, then 2-1, ...); the measured speedup is the median of
 the rounds' ratios. The predicted speedup (from the two calibrated specs:
-``method="roofline"``; and from the 1-thread measurement scaled per op:
-``method="runtime"``) is printed against it. With
-``--calibrate-each``, every measuring process first calibrates the CPU as it is at that
-moment, and each step is predicted from its own round's two calibrations (a shared VM's
-second core comes and goes; a calibration minutes earlier may describe another machine).
+``method="roofline"``; and from the 1-thread measurement scaled per op: ``method="runtime"``)
+is printed against it. With ``--calibrate-each``, every measuring process first calibrates
+the CPU as it is at that moment, and each step is predicted from its own round's two
+calibrations (a shared VM's second core comes and goes; a calibration minutes earlier may
+describe another machine).
 
 Usage: ``python benchmarks/thread_scaling.py [--rounds 5] [--models mlp,gpt2] [--calibrate-each]
 [--out DIR]``
@@ -146,15 +146,16 @@ def measured_pair(model: str, mode: str, repeat: int, rounds: int, min_seconds: 
     shared machine cancels in their ratio. All rounds' ratios are returned too, so that a
     speedup that moved between rounds is shown as such.
     """
+    def ratio(pair: tuple[Run, Run]) -> float:
+        return pair[0].measurement.step_seconds / pair[1].measurement.step_seconds
+
     pairs = []
     for i in range(rounds):  # 1-2, 2-1, 1-2, ...: whatever favours going first falls on both
         runs = {t: measured(t, model, mode, repeat, min_seconds, calibrate_each)
                 for t in ((1, 2) if i % 2 == 0 else (2, 1))}
         pairs.append((runs[1], runs[2]))
-    ratios = [a.measurement.step_seconds / b.measurement.step_seconds for a, b in pairs]
-    order = sorted(range(len(pairs)), key=ratios.__getitem__)
-    r1, r2 = pairs[order[len(order) // 2]]
-    return r1, r2, sorted(ratios)
+    pairs.sort(key=ratio)
+    return (*pairs[len(pairs) // 2], [ratio(p) for p in pairs])
 
 
 def main() -> None:

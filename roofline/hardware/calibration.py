@@ -344,13 +344,9 @@ class _Bench:
                 continue
             rates["depthwise_flops_per_s"][key] = float(np.median(forward))
             rates["depthwise_backward_flops_per_s"][key] = float(np.median(backward))
-            span = ", ".join(f"{what} {format_quantity(min(r), 'flops')} to "
-                             f"{format_quantity(max(r), 'flops')}, median "
-                             f"{format_quantity(float(np.median(r)), 'flops')}"
-                             for what, r in (("forward", forward), ("backward (input and "
-                                                                    "weight gradients)", backward)))
             self.notes.append(f"{key} depthwise conv ({n}x{c}x{hw}x{hw}, 3x3) over {copies} "
-                              f"allocations: {span}.{_noisy(noisy, 2 * copies)}")
+                              f"allocations: forward {_span(forward)}, backward (input and "
+                              f"weight gradients) {_span(backward)}.{_noisy(noisy, 2 * copies)}")
         return rates
 
     def overhead(self) -> float:
@@ -380,6 +376,12 @@ def _matmul_precision(key: str) -> Iterator[None]:
         torch.set_float32_matmul_precision(previous)
         for backend, value in zip(backends, saved, strict=True):
             backend.fp32_precision = value
+
+
+def _span(rates: list[float]) -> str:
+    """'lowest to highest, median m' of measured FLOP/s."""
+    low, high, mid = (format_quantity(float(f(rates)), "flops") for f in (min, max, np.median))
+    return f"{low} to {high}, median {mid}"
 
 
 def _noisy(count: int, total: int) -> str:
