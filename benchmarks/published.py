@@ -29,6 +29,7 @@ import pandas as pd
 import torch
 
 import roofline
+from roofline.tracing.attention import AttentionMode
 from roofline.zoo import get_model
 
 DEFAULT = Path(__file__).resolve().parents[1].parent / "shared" / "validation" / \
@@ -48,6 +49,12 @@ class Workload:
     # accumulate; ggml-cuda's ggml_cuda_op_mul_mat_cublas): GeForce cards run that at
     # twice their fp32-accumulate tensor rate
     fp16_accumulate: bool = False
+    # NVIDIA's PyTorch BERT and Transformer, which Lambda's PyTorch tables also run, write
+    # attention out: matmul, softmax, dropout, matmul (BertSelfAttention in
+    # PyTorch/LanguageModeling/BERT/modeling.py; strided_bmm1, softmax, dropout,
+    # strided_bmm2 in PyTorch/Translation/Transformer/fairseq/modules/
+    # multihead_attention.py, NVIDIA/DeepLearningExamples@1d4211fe9d94 and @48dc9adacd40)
+    attention: AttentionMode = "fused"
 
 
 # family -> (zoo name, sequence length or None); rows of other families are skipped
@@ -96,7 +103,8 @@ def workload(row: pd.Series) -> Workload | None:
     llama_cpp = "llama.cpp" in str(row.notes) or str(row.source).startswith("XiongjieDai")
     precision = precision_of(row.precision)
     return Workload(zoo, row.task, precision, batch, seq,
-                    fp16_accumulate=llama_cpp and precision == "half")
+                    fp16_accumulate=llama_cpp and precision == "half",
+                    attention="eager" if zoo.startswith(("bert", "transformer")) else "fused")
 
 
 # The sources' device spellings that the registry's lookup does not take as they are,
@@ -151,7 +159,8 @@ def trace(w: Workload) -> roofline.Trace:
     with warnings.catch_warnings(), amp, torch.set_grad_enabled(train):
         warnings.simplefilter("ignore")
         t = roofline.trace(zm.model, *(zm.train_inputs if train else zm.inputs),
-                           train=train, optimizer=optimizer, fake=True)
+                           train=train, optimizer=optimizer, fake=True,
+                           attention=w.attention)
     _TRACES[w] = t
     return t
 

@@ -44,6 +44,13 @@ def test_fp32_matmul_uses_tf32_only_when_asked() -> None:
     tf32 = roofline.analyze(Trace([op]), a100, tf32_matmul=True)
     assert plain.op_seconds[0] == pytest.approx(op.flops / 19.5e12)
     assert tf32.op_seconds[0] == pytest.approx(op.flops / 156e12)
+    # the A100 has TF32 units: the note says TF32 is off, not that the units are missing
+    assert any("TF32 off (tf32_matmul=False" in n for n in plain.assumptions)
+    assert not any("no float32 matrix units" in n for n in plain.assumptions)
+    assert not tf32.assumptions
+    # the V100 has none: there, fp32 matmuls fall back to the vector units either way
+    v100 = roofline.analyze(Trace([op]), "v100", tf32_matmul=True)
+    assert any("has no float32 matrix units" in n for n in v100.assumptions)
 
 
 def test_fp16_accumulate_uses_the_geforce_rate_only_when_asked() -> None:

@@ -220,7 +220,8 @@ def _no_global_state() -> bool:
 
     return (_get_current_dispatch_mode() is None and not m._global_forward_hooks
             and not m._global_forward_pre_hooks and not o._global_optimizer_pre_hooks
-            and not o._global_optimizer_post_hooks and not torch.is_autocast_enabled("cpu"))
+            and not o._global_optimizer_post_hooks and not torch.is_autocast_enabled("cpu")
+            and torch._C._len_torch_function_stack() == 0)
 
 
 def test_failing_model_propagates_and_leaves_no_state() -> None:
@@ -335,3 +336,96 @@ def test_gpt2_and_bert_counts_match_hugging_face() -> None:
             b = roofline.trace(lambda x, m=theirs: m(input_ids=x).logits, ids)
         # same linear layers (HF's Conv1D is addmm too) and the same attention kernel
         assert _matmul_and_attention(a) == _matmul_and_attention(b)
+
+
+class _Attention(nn.Module):
+    """One self-attention call with dropout, as HF and nanoGPT-style models make it."""
+
+    def __init__(self, d: int, heads: int, p: float, causal: bool = False) -> None:
+        super().__init__()
+        self.qkv, self.heads, self.p, self.causal = nn.Linear(d, 3 * d), heads, p, causal
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        q, k, v = (y.view(b, t, self.heads, d // self.heads).transpose(1, 2)
+                   for y in self.qkv(x).split(d, dim=2))
+        p = self.p if self.training else 0.0
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=self.causal)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_fake_dropout_attention_is_traced_as_the_fused_kernel(causal: bool) -> None:
+    b, t, d, h = 2, 64, 32, 4
+    model, x = _Attention(d, h, p=0.1, causal=causal), torch.randn(b, t, d)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        fused = roofline.trace(model, x, train=True, loss_fn=lambda o: o.sum(), fake=True)
+        cpu = roofline.trace(model, x, train=True, loss_fn=lambda o: o.sum(), fake=True,
+                             attention="as-run")
+    attn = [op for op in fused.ops if op.category == "attention"]
+    assert [op.phase for op in attn] == ["forward", "backward"]
+    assert all(op.dtype == "bfloat16" for op in attn)
+    assert not any("bmm" in op.name or "softmax" in op.name for op in fused.ops)
+    # QK^T and PV: 2 x (2 t t d) per sequence over all heads; causal keeps t(t+1)/2 pairs
+    pairs = t * (t + 1) // 2 if causal else t * t
+    assert attn[0].flops == b * 2 * 2 * pairs * d
+    assert fused.meta["attention_calls"] == 1 and fused.meta["attention"] == "fused"
+    # the CPU's own path: unfused, upcast to fp32, T x T scores in memory
+    bmm = [op for op in cpu.ops if op.name.startswith("aten.bmm") and op.phase == "forward"]
+    assert len(bmm) == 2 and all(op.dtype == "float32" for op in bmm)
+    assert "attention_calls" not in cpu.meta
+    assert cpu.total_bytes > fused.total_bytes
+    assert _no_global_state()
+    a = roofline.analyze(fused, "a100")
+    assert any("traced as one fused kernel" in n for n in a.assumptions)
+
+
+def test_eager_attention_is_written_out_as_cuda_amp_runs_it() -> None:
+    b, t, d, h = 2, 64, 32, 4
+    model, x = _Attention(d, h, p=0.1, causal=True), torch.randn(b, t, d)
+    with torch.autocast("cpu", dtype=torch.float16):
+        eager = roofline.trace(model, x, train=True, loss_fn=lambda o: o.sum(), fake=True,
+                               attention="eager")
+    fwd = eager.filter(lambda o: o.phase == "forward").ops
+    bmm = [op for op in fwd if op.name.startswith("aten.bmm")]
+    # both matmuls in fp16 over all t x t pairs (an eager kernel skips no masked pair)
+    assert [op.dtype for op in bmm] == ["float16", "float16"]
+    assert all(op.flops == b * 2 * t * t * d for op in bmm)
+    # softmax and dropout in fp32 (CUDA autocast's softmax policy), on b h t t elements
+    soft = [op for op in fwd if op.category == "softmax"]
+    assert len(soft) == 1 and soft[0].dtype == "float32"
+    assert soft[0].output_shapes[0] == (b, h, t, t)
+    assert any(op.category == "dropout" and op.dtype == "float32" for op in fwd)
+    assert eager.meta["attention"] == "eager" and eager.meta["attention_calls"] == 1
+    # it runs on real tensors too, with the same records
+    real = roofline.trace(model, x, train=True, loss_fn=lambda o: o.sum(), attention="eager")
+    assert real.total_flops == roofline.trace(model, x, train=True, loss_fn=lambda o: o.sum(),
+                                              fake=True, attention="eager").total_flops
+    assert _no_global_state()
+    with pytest.raises(ValueError, match="attention='flash'"):
+        roofline.trace(model, x, fake=True, attention="flash")  # type: ignore[arg-type]
+
+
+def test_real_and_dropout_free_attention_are_recorded_as_run() -> None:
+    model, x = _Attention(32, 4, p=0.1), torch.randn(2, 16, 32)
+    real = roofline.trace(model, x, train=True, loss_fn=lambda o: o.sum())
+    assert any(op.name.startswith("aten.bmm") for op in real.ops)
+    assert "attention_calls" not in real.meta
+    model.eval()  # p = 0: the CPU picks its fused kernel itself, nothing is rerouted
+    t = roofline.trace(model, x, fake=True)
+    assert [op.category for op in t.ops].count("attention") == 1
+    assert "attention_calls" not in t.meta
+
+
+@pytest.mark.parametrize("kw", [{}, {"is_causal": True}, {"scale": 0.3},
+                                {"attn_mask": torch.randn(8, 8)},
+                                {"attn_mask": torch.eye(8, dtype=torch.bool) | (
+                                    torch.rand(8, 8, generator=torch.Generator().manual_seed(0))
+                                    > 0.3)}])
+def test_eager_attention_computes_what_sdpa_computes(kw: dict) -> None:
+    from roofline.tracing.attention import _eager
+
+    g = torch.Generator().manual_seed(1)
+    q = torch.randn(2, 4, 8, 16, generator=g)
+    k, v = torch.randn(2, 2, 8, 16, generator=g), torch.randn(2, 2, 8, 16, generator=g)
+    ref = F.scaled_dot_product_attention(q, k, v, enable_gqa=True, **kw)
+    assert torch.allclose(_eager(q, k, v, enable_gqa=True, **kw), ref, atol=1e-5)

@@ -34,6 +34,20 @@ def test_fp16_accumulate_flag_speeds_up_fp16_on_geforce_only(
     assert seconds("--device", "a100", "--fp16-accumulate") == seconds("--device", "a100")
 
 
+def test_attention_flag_orders_fused_eager_and_cpu_path(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    def seconds(attention: str) -> float:
+        assert main(["--json", "analyze", "gpt2", "--device", "a100", "--train", "--dtype",
+                     "bf16", "--batch-size", "2", "--seq-len", "512",
+                     "--attention", attention]) == 0
+        return float(json.loads(capsys.readouterr().out)["seconds"])
+
+    # T x T scores through memory cost more than the fused kernel; in fp32 on the vector
+    # units (the CPU's path) more again
+    fused, eager, cpu = seconds("fused"), seconds("eager"), seconds("as-run")
+    assert fused < eager < cpu
+
+
 def test_devices_json_lists_the_registry(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["devices", "--json"]) == 0
     names = {d["name"] for d in json.loads(capsys.readouterr().out)}

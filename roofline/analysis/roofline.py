@@ -169,8 +169,15 @@ class _Rates:
                 return fast * self.eff["matrix"], f"matrix {want} {_FP16_ACCUMULATE}"
             if peak is not None:
                 return peak * self.eff["matrix"], f"matrix {want}"
-            self._note(f"{name} has no {want} matrix units: {dtype} matmuls run on its "
-                       "vector units, as PyTorch falls back")
+            if want == "float32" and _peak(spec, "tf32", "matrix") is not None:
+                # the units exist, but PyTorch leaves TF32 off by default for matmuls
+                flag = "tf32_conv" if category == "conv" else "tf32_matmul"
+                self._note(f"{name}: float32 {category} ops run on its vector units with TF32 "
+                           f"off ({flag}=False, PyTorch's matmul default; --dtype tf32 on "
+                           "the CLI)")
+            else:
+                self._note(f"{name} has no {want} matrix units: {dtype} matmuls run on its "
+                           "vector units, as PyTorch falls back")
         peak = _peak(spec, dtype, "vector")
         unit = f"vector {dtype}"
         if peak is None:
@@ -495,5 +502,12 @@ def analyze(trace: Trace, device: str | DeviceSpec, **options: Any) -> Analysis:
         rates.assumptions.append(
             f"{uncounted} op calls have no FLOP formula ({share:.1%} of bytes): costed by "
             "their bytes and launch overhead only")
+    if calls := trace.meta.get("attention_calls"):
+        rates.assumptions.append(
+            f"{calls} attention calls with dropout were traced as one fused kernel each, as "
+            "CUDA runs them; a CPU runs them unfused in fp32 (trace(..., attention='as-run') "
+            "for a CPU prediction)" if trace.meta.get("attention") == "fused" else
+            f"{calls} attention calls were traced as explicit matmul, softmax and dropout "
+            "(attention='eager')")
     return Analysis(trace, spec, opts, rate, units, fill, compute, memory, overhead, host,
                     rates.assumptions)

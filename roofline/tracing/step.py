@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from roofline.tracing.attention import AttentionAs, AttentionMode
 from roofline.tracing.fake import DATA_DEPENDENT, fake_step
 from roofline.tracing.records import Trace
 from roofline.tracing.tracer import Capture, FakeModeError, RooflineWarning
@@ -52,7 +53,7 @@ def run_step(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, An
 def trace(model_or_fn: Any, *args: Any, train: bool = False,
           loss_fn: Callable[[Any], torch.Tensor] | None = None,
           optimizer: torch.optim.Optimizer | None = None, fake: bool = False,
-          **kwargs: Any) -> Trace:
+          attention: AttentionMode = "fused", **kwargs: Any) -> Trace:
     """Capture the ops of one step of ``model_or_fn(*args, **kwargs)``.
 
     Parameters
@@ -66,6 +67,12 @@ def trace(model_or_fn: Any, *args: Any, train: bool = False,
     fake : run on fake tensors (``FakeTensorMode``): nothing is allocated and the
         model, its gradients and the optimizer are left untouched. Models on the
         ``meta`` device need it.
+    attention : how ``F.scaled_dot_product_attention`` is recorded. CPU PyTorch runs
+        calls with dropout unfused in fp32; CUDA runs them as one fused kernel.
+        ``"fused"`` (fake traces; real ones record what ran): as CUDA's fused kernel, in
+        the input dtype. ``"eager"``: as explicit matmul, softmax and dropout, as models
+        that write attention out run it under CUDA AMP. ``"as-run"``: as the CPU runs it
+        (for a CPU prediction).
 
     Returns
     -------
@@ -73,13 +80,13 @@ def trace(model_or_fn: Any, *args: Any, train: bool = False,
         One record per ATen op, with FLOPs, bytes, phase and module.
     """
     return traced_step(model_or_fn, args, kwargs, train=train, loss_fn=loss_fn,
-                       optimizer=optimizer, fake=fake)
+                       optimizer=optimizer, fake=fake, attention=attention)
 
 
 def traced_step(model_or_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *,
                 train: bool, loss_fn: Callable[[Any], torch.Tensor] | None,
                 optimizer: torch.optim.Optimizer | None, fake: bool,
-                annotate: bool = False) -> Trace:
+                attention: AttentionMode = "as-run", annotate: bool = False) -> Trace:
     """:func:`trace`, optionally naming a profiler range after each op (for measure)."""
     fn = _unwrap_compiled(model_or_fn)
     if optimizer is not None and not train:
@@ -100,10 +107,13 @@ def traced_step(model_or_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
             "(it traces a steady-state step)", RooflineWarning, stacklevel=3)
 
     cap = Capture(meta, warn=True, annotate=annotate)
+    attend = AttentionAs(attention)
     with contextlib.ExitStack() as stack:
         if fake:
             mode, args, kwargs = stack.enter_context(fake_step(fn, optimizer, args, kwargs))
             stack.enter_context(mode)
+        if fake or attention == "eager":  # the fused op cannot run dropout on real tensors
+            stack.enter_context(attend)
         try:
             with cap:
                 run_step(fn, args, kwargs, train=train, loss_fn=loss_fn, optimizer=optimizer)
@@ -111,4 +121,6 @@ def traced_step(model_or_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
             raise FakeModeError(
                 f"{name} ran an op whose result depends on tensor values ({e}); fake "
                 "tensors have no values. Trace it with real tensors (fake=False).") from e
+    if attend.calls:
+        cap.trace.meta.update(attention=attention, attention_calls=attend.calls)
     return cap.trace
