@@ -81,7 +81,7 @@ def _eager(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     if attn_mask is not None:
         scores = (torch.where(attn_mask, scores, float("-inf")) if attn_mask.dtype == torch.bool
                   else scores + attn_mask)
-    amp = torch.is_autocast_enabled("cpu")
+    amp = torch.is_autocast_enabled(query.device.type)
     probs = F.softmax(scores, dim=-1, dtype=torch.float32 if amp else None)
     if dropout_p > 0.0:
         probs = F.dropout(probs, dropout_p)
