@@ -29,7 +29,7 @@ import pandas as pd
 import torch
 
 import roofline
-from roofline.tracing.attention import AttentionMode
+from roofline.tracing import AttentionMode
 from roofline.zoo import get_model
 
 DEFAULT = Path(__file__).resolve().parents[1].parent / "shared" / "validation" / \

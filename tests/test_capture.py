@@ -409,7 +409,9 @@ def test_real_and_dropout_free_attention_are_recorded_as_run() -> None:
     model, x = _Attention(32, 4, p=0.1), torch.randn(2, 16, 32)
     real = roofline.trace(model, x, train=True, loss_fn=lambda o: o.sum())
     assert any(op.name.startswith("aten.bmm") for op in real.ops)
-    assert "attention_calls" not in real.meta
+    # recorded as the CPU ran it, and the analysis says so
+    assert real.meta["attention_calls"] == 0 and real.meta["attention_unfused"] == 1
+    assert any("as the CPU ran them" in n for n in roofline.analyze(real, "a100").assumptions)
     model.eval()  # p = 0: the CPU picks its fused kernel itself, nothing is rerouted
     t = roofline.trace(model, x, fake=True)
     assert [op.category for op in t.ops].count("attention") == 1
@@ -427,5 +429,29 @@ def test_eager_attention_computes_what_sdpa_computes(kw: dict) -> None:
     g = torch.Generator().manual_seed(1)
     q = torch.randn(2, 4, 8, 16, generator=g)
     k, v = torch.randn(2, 2, 8, 16, generator=g), torch.randn(2, 2, 8, 16, generator=g)
-    ref = F.scaled_dot_product_attention(q, k, v, enable_gqa=True, **kw)
+    # grouped-query: each K/V head serves 2 query heads (SDPA's enable_gqa, torch >= 2.5)
+    ref = F.scaled_dot_product_attention(q, k.repeat_interleave(2, 1), v.repeat_interleave(2, 1),
+                                         **kw)
     assert torch.allclose(_eager(q, k, v, enable_gqa=True, **kw), ref, atol=1e-5)
+
+
+def test_fused_attention_takes_a_boolean_mask_and_reports_what_it_cannot_take() -> None:
+    b, h, t, e = 2, 4, 16, 8
+    q = torch.randn(b, h, t, e)
+    mask = torch.rand(t, t, generator=torch.Generator().manual_seed(0)) > 0.2
+
+    def step(*, gqa: bool = False, m: torch.Tensor | None = mask) -> torch.Tensor:
+        kv = q[:, :2] if gqa else q
+        kw = {"enable_gqa": True} if gqa else {}
+        return F.scaled_dot_product_attention(q, kv, kv, attn_mask=m, dropout_p=0.1, **kw)
+
+    t_mask = roofline.trace(step, fake=True)
+    assert t_mask.meta["attention_calls"] == 1
+    attn = [op for op in t_mask.ops if op.category == "attention"]
+    # the boolean mask became an additive one in the query's dtype (4 bytes an element), as
+    # SDPA converts it; q, k and v are one tensor, read once
+    assert len(attn) == 1 and attn[0].bytes_read == 4 * (b * h * t * e + t * t)
+    if "enable_gqa" in F.scaled_dot_product_attention.__doc__:  # torch >= 2.5
+        t_gqa = roofline.trace(lambda: step(gqa=True, m=None), fake=True)
+        assert t_gqa.meta["attention_calls"] == 0 and t_gqa.meta["attention_unfused"] == 1
+    assert _no_global_state()

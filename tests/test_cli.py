@@ -36,16 +36,19 @@ def test_fp16_accumulate_flag_speeds_up_fp16_on_geforce_only(
 
 def test_attention_flag_orders_fused_eager_and_cpu_path(
         capsys: pytest.CaptureFixture[str]) -> None:
-    def seconds(attention: str) -> float:
-        assert main(["--json", "analyze", "gpt2", "--device", "a100", "--train", "--dtype",
-                     "bf16", "--batch-size", "2", "--seq-len", "512",
-                     "--attention", attention]) == 0
+    def seconds(attention: str, device: str = "a100") -> float:
+        flag = ["--attention", attention] if attention else []
+        assert main(["--json", "analyze", "gpt2", "--device", device, "--train", "--dtype",
+                     "bf16", "--batch-size", "2", "--seq-len", "512", *flag]) == 0
         return float(json.loads(capsys.readouterr().out)["seconds"])
 
     # T x T scores through memory cost more than the fused kernel; in fp32 on the vector
     # units (the CPU's path) more again
     fused, eager, cpu = seconds("fused"), seconds("eager"), seconds("as-run")
     assert fused < eager < cpu
+    assert seconds("") == fused  # "" drops the flag: the default for a GPU is "fused"
+    xeon = "Xeon Platinum 8480+"  # and for a CPU, the CPU's own path
+    assert seconds("", xeon) == seconds("as-run", xeon) > seconds("fused", xeon)
 
 
 def test_devices_json_lists_the_registry(capsys: pytest.CaptureFixture[str]) -> None:

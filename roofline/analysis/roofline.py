@@ -504,10 +504,15 @@ def analyze(trace: Trace, device: str | DeviceSpec, **options: Any) -> Analysis:
             "their bytes and launch overhead only")
     if calls := trace.meta.get("attention_calls"):
         rates.assumptions.append(
-            f"{calls} attention calls with dropout were traced as one fused kernel each, as "
-            "CUDA runs them; a CPU runs them unfused in fp32 (trace(..., attention='as-run') "
-            "for a CPU prediction)" if trace.meta.get("attention") == "fused" else
-            f"{calls} attention calls were traced as explicit matmul, softmax and dropout "
-            "(attention='eager')")
+            f"attention calls with dropout ({calls}) were traced as one fused kernel each, "
+            "as CUDA runs them; a CPU runs them unfused in fp32 (trace(..., "
+            "attention='as-run') for a CPU prediction)" if trace.meta.get("attention") ==
+            "fused" else f"attention calls ({calls}) were traced as explicit matmul, softmax "
+            "and dropout (attention='eager')")
+    if unfused := trace.meta.get("attention_unfused"):
+        rates.assumptions.append(
+            f"attention calls with dropout ({unfused}) are in the trace as the CPU ran them, "
+            "unfused in fp32 (a real-tensor trace, or grouped-query / masked-causal calls); "
+            "CUDA would run one fused kernel")
     return Analysis(trace, spec, opts, rate, units, fill, compute, memory, overhead, host,
                     rates.assumptions)

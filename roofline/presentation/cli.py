@@ -47,7 +47,9 @@ def _trace(args: argparse.Namespace) -> Any:
         grad = contextlib.nullcontext() if args.train else torch.no_grad()
         with grad:
             t = trace(zm.model, *inputs, train=args.train, optimizer=optimizer, fake=fake,
-                      loss_fn=_scalar_loss if args.train else None, attention=args.attention)
+                      loss_fn=_scalar_loss if args.train else None,
+                      attention=args.attention or (
+                          "as-run" if _device(args.device).kind == "cpu" else "fused"))
     _progress(args, f"traced {len(t.ops)} ops in {time.perf_counter() - start:.1f} s")
     t.meta.update(model=zm.name, dtype=args.dtype, **{k: v for k, v in zm.config.items()
                                                       if isinstance(v, (int, float, str))})
@@ -161,9 +163,10 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", default="fp32", help="fp32, tf32, bf16 or fp16 (mixed precision)")
     p.add_argument("--fp16-accumulate", action="store_true",
                    help="fp16 matmuls accumulate in fp16 (GeForce: twice the tensor rate)")
-    p.add_argument("--attention", choices=["fused", "eager", "as-run"], default="fused",
-                   help="attention with dropout as CUDA's fused kernel (default), written out "
-                        "as matmul/softmax/dropout, or as the CPU runs it (CPU predictions)")
+    p.add_argument("--attention", choices=["fused", "eager", "as-run"],
+                   help="attention with dropout as CUDA's fused kernel (default); every "
+                        "attention written out as matmul/softmax/dropout; or as the CPU runs it "
+                        "(the default when --device is a CPU)")
     p.add_argument("--fake", action="store_true",
                    help="fake tensors, allocate nothing (always on; kept for scripts)")
     p.add_argument("--host-seconds", type=float, default=0.0,

@@ -1,11 +1,13 @@
 """Tracing (the capture layer): model -> op records (FLOPs, bytes, phase, module, dtype, shapes)."""
 
+from roofline.tracing.attention import AttentionMode
 from roofline.tracing.ops import register_formula, register_no_flops
 from roofline.tracing.records import Breakdown, OpRecord, Totals, Trace
 from roofline.tracing.step import trace
 from roofline.tracing.tracer import Capture, FakeModeError, RooflineWarning, capture
 
 __all__ = [
+    "AttentionMode",
     "Breakdown",
     "Capture",
     "FakeModeError",

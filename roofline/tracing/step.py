@@ -69,10 +69,11 @@ def trace(model_or_fn: Any, *args: Any, train: bool = False,
         ``meta`` device need it.
     attention : how ``F.scaled_dot_product_attention`` is recorded. CPU PyTorch runs
         calls with dropout unfused in fp32; CUDA runs them as one fused kernel.
-        ``"fused"`` (fake traces; real ones record what ran): as CUDA's fused kernel, in
-        the input dtype. ``"eager"``: as explicit matmul, softmax and dropout, as models
-        that write attention out run it under CUDA AMP. ``"as-run"``: as the CPU runs it
-        (for a CPU prediction).
+        ``"fused"``: calls with dropout as CUDA's fused kernel, in the input dtype (fake
+        traces; a real trace records what ran and the analysis says so). ``"eager"``:
+        every call as explicit matmul, softmax and dropout, as models that write
+        attention out run it under CUDA AMP. ``"as-run"``: as the CPU runs it (for a CPU
+        prediction).
 
     Returns
     -------
@@ -107,13 +108,12 @@ def traced_step(model_or_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
             "(it traces a steady-state step)", RooflineWarning, stacklevel=3)
 
     cap = Capture(meta, warn=True, annotate=annotate)
-    attend = AttentionAs(attention)
+    attend = AttentionAs(attention, fake=fake)
     with contextlib.ExitStack() as stack:
         if fake:
             mode, args, kwargs = stack.enter_context(fake_step(fn, optimizer, args, kwargs))
             stack.enter_context(mode)
-        if fake or attention == "eager":  # the fused op cannot run dropout on real tensors
-            stack.enter_context(attend)
+        stack.enter_context(attend)
         try:
             with cap:
                 run_step(fn, args, kwargs, train=train, loss_fn=loss_fn, optimizer=optimizer)
@@ -121,6 +121,7 @@ def traced_step(model_or_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
             raise FakeModeError(
                 f"{name} ran an op whose result depends on tensor values ({e}); fake "
                 "tensors have no values. Trace it with real tensors (fake=False).") from e
-    if attend.calls:
-        cap.trace.meta.update(attention=attention, attention_calls=attend.calls)
+    if attend.calls or attend.unfused:
+        cap.trace.meta.update(attention=attention, attention_calls=attend.calls,
+                              attention_unfused=attend.unfused)
     return cap.trace
