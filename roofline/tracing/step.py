@@ -113,7 +113,8 @@ def traced_step(model_or_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
         if fake:
             mode, args, kwargs = stack.enter_context(fake_step(fn, optimizer, args, kwargs))
             stack.enter_context(mode)
-        stack.enter_context(attend)
+        if attention != "as-run":
+            stack.enter_context(attend)
         try:
             with cap:
                 run_step(fn, args, kwargs, train=train, loss_fn=loss_fn, optimizer=optimizer)
