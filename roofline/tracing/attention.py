@@ -1,4 +1,4 @@
-"""Attention as the predicted device runs it, on fake CPU tensors.
+"""Attention as the predicted device runs it, traced on CPU tensors.
 
 ``F.scaled_dot_product_attention`` with dropout has no fused CPU kernel: CPU PyTorch
 takes its math path, which upcasts bf16/fp16 to fp32 and materialises the T x T scores.
@@ -10,9 +10,8 @@ on the device being predicted, so there the call is recorded as one of:
   take the CPU's own fused kernel);
 * ``"eager"``: every call as explicit ``matmul``, softmax, dropout, ``matmul``, as models
   that write attention out (Hugging Face's eager attention, NVIDIA's BERT) run it under
-  CUDA AMP:
-  matmuls in the autocast dtype, softmax and dropout in fp32 (CUDA autocast's softmax
-  policy; CPU autocast would keep it in low precision);
+  CUDA AMP: matmuls in the autocast dtype, softmax and dropout in fp32 (CUDA autocast's
+  softmax policy; CPU autocast would keep it in low precision);
 * ``"as-run"``: whatever the CPU dispatches.
 """
 
