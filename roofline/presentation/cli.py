@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from roofline.tracing.attention import MODES as _ATTENTION
+
 _DTYPES = {"fp32": None, "float32": None, "tf32": None, "bf16": torch.bfloat16,
            "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}
 
@@ -22,7 +24,7 @@ def _progress(args: argparse.Namespace, text: str) -> None:
         print(text, file=sys.stderr, flush=True)
 
 
-def _trace(args: argparse.Namespace) -> Any:
+def _trace(args: argparse.Namespace, device: Any) -> Any:
     from roofline.presentation.models import load_model
     from roofline.tracing import trace
 
@@ -48,8 +50,8 @@ def _trace(args: argparse.Namespace) -> Any:
         with grad:
             t = trace(zm.model, *inputs, train=args.train, optimizer=optimizer, fake=fake,
                       loss_fn=_scalar_loss if args.train else None,
-                      attention=args.attention or (
-                          "as-run" if _device(args.device).kind == "cpu" else "fused"))
+                      attention=args.attention or ("as-run" if device.kind == "cpu"
+                                                   else "fused"))
     _progress(args, f"traced {len(t.ops)} ops in {time.perf_counter() - start:.1f} s")
     t.meta.update(model=zm.name, dtype=args.dtype, **{k: v for k, v in zm.config.items()
                                                       if isinstance(v, (int, float, str))})
@@ -96,8 +98,8 @@ def cmd_analyze(args: argparse.Namespace) -> str:
     from roofline.analysis import analyze, compare
     from roofline.presentation import tables
 
-    t = _trace(args)
     device = _device(args.device)
+    t = _trace(args, device)
     a = analyze(t, device, **_options(args))
     if args.compare:
         c = compare(t, device, _device(args.compare), **_options(args))
@@ -113,8 +115,9 @@ def cmd_what_if(args: argparse.Namespace) -> str:
     from roofline.analysis import what_if
     from roofline.presentation import tables
 
-    t = _trace(args)
-    c = what_if(t, _device(args.device), flops=args.flops, bandwidth=args.bandwidth,
+    device = _device(args.device)
+    t = _trace(args, device)
+    c = what_if(t, device, flops=args.flops, bandwidth=args.bandwidth,
                 **_options(args))
     if args.json:
         return _json(tables.comparison_dict(c))
@@ -163,7 +166,7 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", default="fp32", help="fp32, tf32, bf16 or fp16 (mixed precision)")
     p.add_argument("--fp16-accumulate", action="store_true",
                    help="fp16 matmuls accumulate in fp16 (GeForce: twice the tensor rate)")
-    p.add_argument("--attention", choices=["fused", "eager", "as-run"],
+    p.add_argument("--attention", choices=_ATTENTION,
                    help="attention with dropout as CUDA's fused kernel (default); every "
                         "attention written out as matmul/softmax/dropout; or as the CPU runs it "
                         "(the default when --device is a CPU)")

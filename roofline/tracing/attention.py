@@ -18,14 +18,14 @@ on the device being predicted, so there the call is recorded as one of:
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 AttentionMode = Literal["fused", "eager", "as-run"]
-MODES = ("fused", "eager", "as-run")
+MODES: tuple[str, ...] = get_args(AttentionMode)
 _FUSED = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
 
 
