@@ -90,7 +90,7 @@ def row(name: str, train: bool, m: roofline.Measurement, base: DeviceSpec | None
         out[f"{label}_ms"] = a.seconds * 1e3
         out[f"{label}_error"] = a.seconds / m.step_seconds - 1
         out[f"{label}_bounds"] = {k: round(v["fraction"], 3) for k, v in a.by_bound().items()}
-        out[f"{label}_op_p50"] = a.against(m).op_error_stats()["median"]
+        out[f"{label}_op_p50"] = roofline.validate(a, m).op_error_stats()["median"]
     return out
 
 

@@ -171,8 +171,12 @@ _SECONDS: dict[tuple[Workload, str], float] = {}
 def seconds(w: Workload, device: roofline.DeviceSpec, opts: dict[str, Any]) -> float:
     key = (w, device.name)
     if key not in _SECONDS:
-        _SECONDS[key] = roofline.analyze(trace(w), device, **opts,
-                                         fp16_accumulate=w.fp16_accumulate).seconds
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", roofline.RooflineWarning)
+            a = roofline.analyze(trace(w), device, **opts, fp16_accumulate=w.fp16_accumulate)
+        if a.unrated_flops_share > 0:  # part of the step has no published rate: no prediction
+            raise ValueError(a.assumptions[0])
+        _SECONDS[key] = a.seconds
     return _SECONDS[key]
 
 
@@ -277,7 +281,7 @@ def device_bias(out: pd.DataFrame) -> dict[str, float]:
         design[row, col[nb]] += 1
         design[row, col[na]] -= 1
     design[-1] = 1  # only differences are identified: fix the mean at 0
-    target = np.r_[np.log(out.predicted / out.measured).to_numpy(), 0.0]
+    target = np.r_[np.log((out.predicted / out.measured).to_numpy()), 0.0]
     fit = np.linalg.lstsq(design, target, rcond=None)[0]
     return dict(sorted(zip(names, fit.tolist(), strict=True), key=lambda kv: kv[1]))
 

@@ -45,8 +45,8 @@ def answer(label: str, t: roofline.Trace) -> None:
     print(f"  infinite FLOP/s       {lim['infinite_flops']:.2f}x, infinite bandwidth "
           f"{lim['infinite_bandwidth']:.2f}x")
     print(f"  A100 -> H100 SXM      {swap.speedup:.2f}x")
-    print("  " + flops2.explain().split(" Assumptions:")[0])
-    print("  " + swap.explain().split(" Assumptions:")[0] + "\n")
+    print("  " + roofline.explain(flops2, assumptions=False))
+    print("  " + roofline.explain(swap, assumptions=False) + "\n")
 
 
 def main() -> None:

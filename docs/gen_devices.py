@@ -47,6 +47,13 @@ Conventions:
 - `launch_overhead_seconds` is a modelling constant of the overhead model, not a datasheet value:
   {overheads}. Devices that do not set it get this default.
 - Ridge point = peak FLOP/s / memory bytes/s (FLOP per byte), here for BF16 on the matrix units.
+  Every peak's ridge point must lie in a band real devices span (`RIDGE_BANDS_FLOP_PER_BYTE`
+  in `roofline/hardware/spec.py`), and HBM / GDDR devices above a bandwidth floor, so that a
+  1000x unit slip ("989.4 GFLOPS", "3.35 GB/s") is rejected when the file is loaded.
+- Names resolve exactly (case, spaces and punctuation aside) or when every word of a name or
+  alias is present and the other words only agree with the device (vendor words, memory size
+  or type, form factor); a near miss such as `rtx 2080` for the RTX 2080 Ti raises and
+  suggests, it is never substituted.
 
 Add your own hardware with a YAML file in `platformdirs.user_config_dir("roofline")/devices/`
 (or `$ROOFLINE_DEVICES_DIR`) using the same fields; `roofline/hardware/data/schema.json` is the
@@ -110,6 +117,8 @@ def _details(spec: DeviceSpec) -> list[str]:
     memory = [f"bandwidth {format_quantity(spec.bandwidth_bytes_per_s, 'bandwidth')}"]
     if spec.memory_bytes is not None:
         memory.insert(0, f"capacity {format_quantity(spec.memory_bytes, 'bytes')}")
+    if spec.memory_type is not None:
+        memory.insert(0, spec.memory_type)
     if spec.cache_bytes is not None:
         memory.append(f"last-level cache {format_quantity(spec.cache_bytes, 'cache')}")
     items.append("- Memory: " + ", ".join(memory))

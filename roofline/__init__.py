@@ -5,10 +5,22 @@ look devices up in a cited registry (:func:`get_device`), place every op on the
 roofline (:func:`analyze`) and predict the speedup of a device swap or a what-if
 device (:func:`compare`, :func:`what_if`, :func:`sweep`).
 
-The layers only import downwards: capture -> hardware -> analysis -> presentation.
+The layers only import downwards: capture (``tracing``) and ``hardware`` (siblings, neither
+imports the other) -> ``analysis`` -> ``presentation``.
 """
 
-from roofline.analysis import Analysis, Comparison, Options, analyze, compare, sweep, what_if
+from roofline.analysis import (
+    Analysis,
+    Comparison,
+    Options,
+    Reasons,
+    Validation,
+    analyze,
+    compare,
+    sweep,
+    validate,
+    what_if,
+)
 from roofline.hardware import (
     DeviceSpec,
     calibrate,
@@ -17,6 +29,8 @@ from roofline.hardware import (
     load_device,
     register_device,
 )
+from roofline.presentation import plots as plot
+from roofline.presentation.explain import explain
 from roofline.tracing import (
     Capture,
     FakeModeError,
@@ -40,19 +54,24 @@ __all__ = [
     "Measurement",
     "OpRecord",
     "Options",
+    "Reasons",
     "RooflineWarning",
     "Trace",
+    "Validation",
     "analyze",
     "calibrate",
     "capture",
     "compare",
+    "explain",
     "get_device",
     "list_devices",
     "load_device",
     "measure",
+    "plot",
     "register_device",
     "register_formula",
     "sweep",
     "trace",
+    "validate",
     "what_if",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import math
 from typing import Any
 
 import pytest
@@ -61,26 +62,35 @@ def spec_with(matrix: dict[str, float], vector: dict[str, float], bandwidth: flo
 
 
 # ---------------------------------------------------------------------- real measurements
+def positive_finite(value: float) -> bool:
+    return value > 0 and math.isfinite(value)
+
+
 def check_plausible(spec: DeviceSpec, threads: int) -> None:
+    """What a real calibration guarantees on any machine, however loaded.
+
+    No rate floors: load on a shared machine only lowers measured rates, by any factor,
+    and no floor follows from anything measured in the same run (the launch overhead, say,
+    was timed at another moment under other load). The unit-prefix floors of the DeviceSpec
+    validators (1 GFLOP/s, 1 GB/s) hold because a spec that exists passed them.
+    """
     assert spec.measured and spec.kind == "cpu" and spec.vendor == "measured"
     assert spec.name == f"CPU ({threads} thread{'s' * (threads != 1)}, measured)"
     assert spec.compute_units == threads
-    assert 1e9 < spec.matrix_flops_per_s["fp32"] < 1e13
-    assert 1e9 < spec.vector_flops_per_s["fp32"] < 1e13
-    assert 1e9 < spec.bandwidth_bytes_per_s < 1e12
-    assert 1e-7 < spec.launch_overhead_seconds < 1e-3
+    assert spec.matrix_flops_per_s["fp32"] >= 1e9 and spec.vector_flops_per_s["fp32"] >= 1e9
+    assert spec.bandwidth_bytes_per_s >= 1e9
+    assert positive_finite(spec.launch_overhead_seconds)
     assert spec.sources["compute"].startswith("measured by roofline.calibrate on ")
     # the curves: a full (m, n, k) grid, and copies from a few KiB past the last-level cache
-    sizes = cal._PLANS["cpu", True].curve_sizes
-    assert len(spec.matmul_curve["fp32"]) == len(sizes) ** 3
-    assert all(1e7 < p.flops_per_s < 1e13 for p in spec.matmul_curve["fp32"])
-    assert spec.memory_curve[0].bytes == 3 * 2048
-    assert spec.memory_curve[-1].bytes == 3 * cal._PLANS["cpu", True].stream_bytes
-    # the largest add moves what the triad does: it cannot beat the best stream by far
-    assert 0.2 < spec.memory_curve[-1].bytes_per_s / spec.bandwidth_bytes_per_s < 2
-    # a depthwise convolution does 18 FLOPs per output and cannot beat the matmul plateau
+    plan = cal._PLANS["cpu", True]
+    assert {(p.m, p.n, p.k) for p in spec.matmul_curve["fp32"]} == {
+        (m, n, k) for m in plan.curve_sizes for n in plan.curve_sizes for k in plan.curve_sizes}
+    assert all(positive_finite(p.flops_per_s) for p in spec.matmul_curve["fp32"])
+    sizes = [p.bytes for p in spec.memory_curve]
+    assert sizes[0] == 3 * 2048 and sizes[-1] == 3 * plan.stream_bytes and sizes == sorted(sizes)
+    assert all(positive_finite(p.bytes_per_s) for p in spec.memory_curve)
     for table in (spec.depthwise_flops_per_s, spec.depthwise_backward_flops_per_s):
-        assert 1e6 < table["fp32"] < 2 * spec.matrix_flops_per_s["fp32"]
+        assert positive_finite(table["fp32"])
     notes = "\n".join(spec.notes)
     for text in ("fp32 matmul (torch.mm", "n=1024", "plateau", "LOWER BOUND", "bandwidth =",
                  "launch_overhead_seconds", torch.__version__, f"{threads} CPU thread(s)",
@@ -196,7 +206,8 @@ def test_noisy_timings_are_noted(monkeypatch: pytest.MonkeyPatch) -> None:
     assert bench.time("pass", "copy") == 1.3
     assert bench.notes == ["noisy: copy: IQR/median 23%, 4 block(s)"]
     # curve points are counted and noted once per curve
-    small = cal._Plan((8,), 2048 * 16, 64, 0.01, (8, 16))
+    small = cal._Plan(matmul_sizes=(8,), stream_bytes=2048 * 16, vector_elements=64,
+                      min_run_time=0.01, curve_sizes=(8, 16))
     bench = cal._Bench(torch.device("cpu"), small, 1)
     assert len(bench.memory_curve()) == 3  # 2 KiB, 8 KiB and the 32 KiB top
     assert len(bench.matmul_curve("fp32")) == 8

@@ -80,7 +80,7 @@ def test_incomplete_or_duplicate_curves_are_rejected() -> None:
 def test_curves_survive_json_and_scale_with_what_ifs() -> None:
     spec = _spec()
     assert DeviceSpec.model_validate_json(spec.model_dump_json()) == spec
-    fast = spec.scaled(flops=2, bandwidth=3)
+    fast = spec.scaled(flops_factor=2, bandwidth_factor=3)
     assert [p.flops_per_s for p in fast.matmul_curve["fp32"]] == pytest.approx(
         [2 * p.flops_per_s for p in spec.matmul_curve["fp32"]])
     assert [p.bytes_per_s for p in fast.memory_curve] == pytest.approx([3e9, 48e9, 12e9])
@@ -138,7 +138,7 @@ def test_only_ops_in_the_curves_dtype_with_a_shape_use_it() -> None:
                       output_shapes=((),))
     a = roofline.analyze(Trace([half, scalar]), spec, overhead=False)
     # fp16 falls back to the fp16 vector rate, not to the fp32 torch.mm curve
-    assert a.unit[0] == "vector float16"
+    assert str(a.engine[0]) == "vector fp16"
     assert a.op_seconds[0] == pytest.approx(half.flops / spec.peak_flops_per_s("fp16", "vector"))
     # no output shape, no GEMM shape: the plateau, not the curve's smallest point
     assert a.op_seconds[1] == pytest.approx(scalar.flops / 19.5e12)
@@ -149,12 +149,13 @@ def test_convolution_backward_is_costed_as_its_forward_gemm() -> None:
     # forward (8, 16, 32, 32) -> (8, 128, 32, 32), 3x3: GEMM m = 8*32*32, n = 128, k = 144
     m, n, k = 8 * 32 * 32, 128, 16 * 9
     both = OpRecord(name="aten.convolution_backward.default", category="conv",
-                    phase="backward", module="", dtype="float32", flops=2 * 2 * m * n * k,
-                    bytes_read=1, bytes_written=0,
+                    backward_kernel=True, phase="backward", module="", dtype="float32",
+                    flops=2 * 2 * m * n * k, bytes_read=1, bytes_written=0,
                     input_shapes=((8, 128, 32, 32), (8, 16, 32, 32), (128, 16, 3, 3)),
                     output_shapes=((8, 16, 32, 32), (128, 16, 3, 3)))
-    weight_only = OpRecord(name=both.name, category="conv", phase="backward", module="",
-                           dtype="float32", flops=2 * m * n * k, bytes_read=1, bytes_written=0,
+    weight_only = OpRecord(name=both.name, category="conv", backward_kernel=True,
+                           phase="backward", module="", dtype="float32", flops=2 * m * n * k,
+                           bytes_read=1, bytes_written=0,
                            input_shapes=both.input_shapes, output_shapes=((128, 16, 3, 3),))
     a = roofline.analyze(Trace([both, weight_only]), spec, overhead=False, tf32_conv=False)
     rate = float(interpolate_matmul(_grid(), np.array([m]), np.array([n]), np.array([k]))[0])

@@ -41,12 +41,21 @@ def test_validation_against_a_cpu_spec() -> None:
     model, x = _model()
     m = measure(model, x, repeat=3)
     spec = roofline.get_device("h100").with_overrides(name="test cpu")
-    v = roofline.analyze(m.trace, spec).against(m)
+    v = roofline.validate(roofline.analyze(m.trace, spec), m)
     stats = v.op_error_stats(min_seconds=0)
     assert stats["ops"] == sum(op.kernels > 0 for op in m.trace.ops)  # views are not scored
     assert np.isfinite(stats["median"])
-    assert v.error == pytest.approx(v.predicted_seconds / v.measured_seconds - 1)
-    assert v.plot() is not None
+    # a device with half of every rate predicts twice the time without overhead: the error
+    # follows as (1 + e_half) = 2 (1 + e)
+    slow = spec.scaled(flops_factor=0.5, bandwidth_factor=0.5)
+    pure = roofline.validate(roofline.analyze(m.trace, spec, overhead=False), m)
+    half = roofline.validate(roofline.analyze(m.trace, slow, overhead=False), m)
+    assert 1 + half.error == pytest.approx(2 * (1 + pure.error))
+    assert v.measured_seconds == m.step_seconds
+    ax = roofline.plot.validation_scatter(v)  # measured on x, predicted on y, per op
+    pred, meas = v.per_op()
+    x, y = ax.lines[0].get_data()
+    assert np.array_equal(x, meas) and np.array_equal(y, pred)
 
 
 def test_mismatched_measurement_is_refused() -> None:
@@ -54,7 +63,7 @@ def test_mismatched_measurement_is_refused() -> None:
     m = measure(model, x, repeat=1)
     other = roofline.trace(model, torch.randn(32, 256))
     with pytest.raises(MismatchError, match="shapes"):
-        roofline.analyze(other, "h100").against(m)
+        roofline.validate(roofline.analyze(other, "h100"), m)
     with pytest.raises(ValueError, match="real tensors"):
         measure(model, torch.randn(4, 256, device="meta"))
 
@@ -67,7 +76,7 @@ def test_runtime_method_scales_measured_ops() -> None:
     assert same.speedup == pytest.approx(1.0)
     assert same.src.seconds == pytest.approx(
         np.nansum(m.op_seconds) + m.host_seconds, rel=1e-6)
-    faster = roofline.compare(m.trace, src, src.scaled(flops=2, bandwidth=2),
+    faster = roofline.compare(m.trace, src, src.scaled(flops_factor=2, bandwidth_factor=2),
                               method="runtime", measurement=m)
     # every measured op halves except overhead-bound ones; host time stays
     assert 1.0 <= faster.speedup <= 2.0 + 1e-9

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,9 @@ from roofline.hardware import (
     register_device,
 )
 from roofline.hardware import registry as registry_module
+from roofline.hardware.registry import DeviceFileWarning
+
+SHIPPED = [spec for spec, _ in registry_module._builtin()]
 
 
 @pytest.fixture(autouse=True)
@@ -105,13 +109,120 @@ def test_lookup(query: str, name: str) -> None:
 
 
 def test_lookup_passes_specs_through() -> None:
-    spec = get_device("h100").scaled(flops=2)
+    spec = get_device("h100").scaled(flops_factor=2)
     assert get_device(spec) is spec
 
 
-def test_unique_substring_matches() -> None:
-    assert get_device("A100 SXM4 40").name == "A100 SXM 40GB"
-    assert get_device("L40").name == "L40S"
+@pytest.mark.parametrize("spec", SHIPPED, ids=[s.name for s in SHIPPED])
+def test_every_name_and_alias_resolves_to_its_device(spec: DeviceSpec) -> None:
+    for label in (spec.name, *spec.aliases):
+        assert get_device(label).name == spec.name, label
+
+
+# What torch.cuda.get_device_name() (NVML / the CUDA driver; libdrm's amdgpu.ids on ROCm)
+# returns for each CUDA-visible registry device. Older drivers drop the "NVIDIA " prefix.
+TORCH_NAMES = [
+    ("Tesla V100-SXM2-16GB", "V100 SXM2 16GB"), ("Tesla V100-SXM2-32GB", "V100 SXM2 32GB"),
+    ("Tesla V100-PCIE-16GB", "V100 PCIe 16GB"), ("Tesla V100-PCIE-32GB", "V100 PCIe 32GB"),
+    ("Tesla T4", "T4"), ("Quadro RTX 8000", "Quadro RTX 8000"),
+    ("NVIDIA TITAN RTX", "TITAN RTX"), ("TITAN RTX", "TITAN RTX"),
+    ("NVIDIA GeForce RTX 2080 Ti", "RTX 2080 Ti"), ("GeForce RTX 2080 Ti", "RTX 2080 Ti"),
+    ("NVIDIA A10", "A10"), ("NVIDIA A10G", "A10G"), ("NVIDIA A40", "A40"),
+    ("NVIDIA A100-SXM4-40GB", "A100 SXM 40GB"), ("A100-SXM4-40GB", "A100 SXM 40GB"),
+    ("NVIDIA A100-SXM4-80GB", "A100 SXM 80GB"), ("NVIDIA A100-PCIE-40GB", "A100 PCIe 40GB"),
+    ("NVIDIA A100 80GB PCIe", "A100 PCIe 80GB"), ("NVIDIA RTX A6000", "RTX A6000"),
+    ("NVIDIA GeForce RTX 3070", "RTX 3070"), ("NVIDIA GeForce RTX 3080", "RTX 3080"),
+    ("NVIDIA GeForce RTX 3080 Ti", "RTX 3080 Ti"), ("NVIDIA GeForce RTX 3090", "RTX 3090"),
+    ("NVIDIA L4", "L4"), ("NVIDIA L40S", "L40S"),
+    ("NVIDIA GeForce RTX 4070 Ti", "RTX 4070 Ti"), ("NVIDIA GeForce RTX 4080", "RTX 4080"),
+    ("NVIDIA GeForce RTX 4090", "RTX 4090"),
+    ("NVIDIA RTX 4000 Ada Generation", "RTX 4000 Ada"),
+    ("NVIDIA RTX 5000 Ada Generation", "RTX 5000 Ada"),
+    ("NVIDIA RTX 6000 Ada Generation", "RTX 6000 Ada"),
+    ("NVIDIA H100 80GB HBM3", "H100 SXM"), ("NVIDIA H100 PCIe", "H100 PCIe"),
+    ("NVIDIA H100 NVL", "H100 NVL"), ("NVIDIA H200", "H200 SXM"), ("NVIDIA H200 NVL", "H200 NVL"),
+    ("NVIDIA B200", "B200"), ("NVIDIA GB200", "GB200 (per GPU)"),
+    ("NVIDIA GeForce RTX 5090", "RTX 5090"), ("Orin", "Jetson AGX Orin 64GB"),
+    ("NVIDIA TITAN Xp", "TITAN Xp"), ("NVIDIA GeForce GTX 1080 Ti", "GTX 1080 Ti"),
+    ("NVIDIA TITAN X (Pascal)", "TITAN X (Pascal)"), ("NVIDIA GeForce GTX 1080", "GTX 1080"),
+    ("NVIDIA GeForce GTX TITAN X", "GTX TITAN X (Maxwell)"),
+    ("AMD Instinct MI100", "MI100"), ("AMD Instinct MI210", "MI210"),
+    ("AMD Instinct MI250X", "MI250X GCD"), ("AMD Instinct MI250X / MI250", "MI250X GCD"),
+    ("AMD Instinct MI300X", "MI300X"), ("AMD Instinct MI325X", "MI325X"),
+    ("AMD Instinct MI355X", "MI355X"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("torch_name", "name"), TORCH_NAMES)
+def test_torch_device_names_resolve_exactly(torch_name: str, name: str) -> None:
+    assert get_device(torch_name).name == name
+    # exactly: the name or an alias, not the token rule
+    assert registry_module.normalise(torch_name) in registry_module._registry().keys
+
+
+def test_every_cuda_visible_device_has_its_torch_name() -> None:
+    covered = {name for _, name in TORCH_NAMES}
+    cuda = {s.name for s in SHIPPED if s.kind == "gpu" and s.vendor in ("NVIDIA", "AMD")}
+    assert cuda - covered == {"MI250X"}  # the whole package: torch sees its two GCDs
+
+
+@pytest.mark.parametrize(
+    ("query", "name"),
+    [
+        # extra words that agree with the device: vendor, memory size/type, form factor
+        ("NVIDIA H200 SXM 141GB", "H200 SXM"),
+        ("NVIDIA H100 SXM5 80GB", "H100 SXM"),
+        ("h100 sxm 80gb", "H100 SXM"),
+        ("NVIDIA H100 PCIe 80GB HBM2e", "H100 PCIe"),
+        ("NVIDIA A100 80GB", "A100 SXM 80GB"),
+        ("NVIDIA RTX A6000 48GB", "RTX A6000"),
+        ("NVIDIA Quadro RTX 8000", "Quadro RTX 8000"),
+        ("Google TPU v4", "TPU v4"),
+        ("Intel(R) Xeon(R) Platinum 8380 CPU @ 2.30GHz", "Xeon Platinum 8380"),  # /proc/cpuinfo
+        ("AMD EPYC 7763 64-Core Processor", "EPYC 7763"),
+    ],
+)
+def test_extra_filler_words_resolve(query: str, name: str) -> None:
+    assert get_device(query).name == name
+
+
+@pytest.mark.parametrize(
+    ("query", "suggested"),
+    [
+        # another product: a missing or extra model word is never substituted
+        ("NVIDIA L40", "L40S"),
+        ("L40", "L40S"),
+        ("NVIDIA GeForce RTX 4070", "RTX 4070 Ti"),
+        ("Quadro RTX 6000", "RTX 6000 Ada"),  # Turing, not Ada
+        ("Quadro RTX 5000", "RTX 5000 Ada"),
+        ("Quadro RTX 4000", "RTX 4000 Ada"),
+        ("rtx 2080", "RTX 2080 Ti"),
+        ("NVIDIA GeForce RTX 4080 SUPER", "RTX 4080"),
+        ("NVIDIA GeForce RTX 4090 D", "RTX 4090"),
+        ("A100 SXM4 40", "A100 SXM 40GB"),
+        ("Tesla V100S-PCIE-32GB", "V100 PCIe 32GB"),
+        # filler that contradicts the device: memory size, form factor, core count
+        ("NVIDIA H100 96GB", "H100 SXM"),
+        ("H100 PCIe SXM", "H100 PCIe"),
+        ("AMD EPYC 9654 64-Core Processor", "EPYC 9654"),
+    ],
+)
+def test_near_misses_raise_with_a_suggestion(query: str, suggested: str) -> None:
+    with pytest.raises(UnknownDeviceError) as info:
+        get_device(query)
+    message = str(info.value)
+    assert "Did you mean" in message and suggested in message and repr(query) in message
+
+
+def test_a_vendor_word_of_another_vendor_is_not_filler() -> None:
+    with pytest.raises(LookupError, match="H100 SXM"):
+        get_device("AMD H100")
+
+
+@pytest.mark.parametrize("bad", [None, 123, 1.5, ["h100"], b"h100"])
+def test_get_device_rejects_non_strings(bad: Any) -> None:
+    with pytest.raises(TypeError, match=r"device name \(str\) or a DeviceSpec"):
+        get_device(bad)
 
 
 @pytest.mark.parametrize(
@@ -225,20 +336,58 @@ def test_user_folder_follows_env_var(tmp_path: Path, monkeypatch: pytest.MonkeyP
 def test_duplicate_names_across_files(user_dir: Path) -> None:
     first = write_yaml(user_dir / "a.yaml", device("Twin"))
     second = write_yaml(user_dir / "b.yaml", device("twin"))
-    with pytest.raises(DeviceSpecError) as info:
-        get_device("h100")
-    message = str(info.value)
+    with pytest.warns(DeviceFileWarning) as record:
+        assert get_device("h100").name == "H100 SXM"  # other lookups keep working
+    message = str(record[0].message)
     assert str(first) in message and str(second) in message
     assert "'Twin'" in message and "'twin'" in message and "field 'name'" in message
+    assert get_device("Twin").vendor == "Acme"  # the first file's device stays
 
 
 def test_alias_clashing_with_shipped_device(user_dir: Path) -> None:
     path = write_yaml(user_dir / "clash.yaml", device("Not An H100", aliases=["H100"]))
-    with pytest.raises(DeviceSpecError) as info:
-        list_devices()
-    message = str(info.value)
+    with pytest.warns(DeviceFileWarning) as record:
+        names = {spec.name for spec in list_devices()}
+    message = str(record[0].message)
     assert str(path) in message and "field 'aliases'" in message and "H100 SXM" in message
     assert "nvidia.yaml" in message
+    assert "Not An H100" not in names and get_device("H100").name == "H100 SXM"
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        ("name: [unclosed\n", "cannot parse"),
+        ("- name: Half\n  vendor: Acme\n", "bandwidth_bytes_per_s"),
+        ("name: X\nname: Y\n", "duplicate key 'name'"),
+        ("just a string\n", "expected a device mapping"),
+    ],
+)
+def test_broken_user_file_is_skipped_with_a_warning(user_dir: Path, content: str,
+                                                    reason: str) -> None:
+    write_yaml(user_dir / "good.yaml", device("Good GPU"))
+    broken = user_dir / "broken.yaml"
+    broken.write_text(content, encoding="utf-8")
+    with pytest.warns(DeviceFileWarning, match=reason) as record:
+        assert get_device("h100").name == "H100 SXM"
+    assert len(record) == 1 and str(broken) in str(record[0].message)
+    assert get_device("Good GPU").vendor == "Acme"  # the good file in the same folder loads
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        get_device("a100")  # warned once: the folder is read once per process
+
+
+def test_a_file_with_one_bad_device_is_skipped_whole(user_dir: Path) -> None:
+    write_yaml(user_dir / "pair.yaml", [device("Fine GPU"), device("Bad GPU", memory_bytes=-1)])
+    with pytest.warns(DeviceFileWarning, match="Bad GPU"):
+        names = {spec.name for spec in list_devices()}
+    assert not {"Fine GPU", "Bad GPU"} & names
+
+
+def test_binary_user_file_is_skipped(user_dir: Path) -> None:
+    (user_dir / "garbage.yaml").write_bytes(b"\xff\xfe\x00binary")
+    with pytest.warns(DeviceFileWarning, match="garbage.yaml"):
+        assert get_device("t4").name == "T4"
 
 
 # --------------------------------------------------------------------------- registration
@@ -246,7 +395,7 @@ def test_register_device() -> None:
     spec = register_device(device("Prototype", aliases=["proto-1"]))
     assert get_device("PROTO 1") is spec
     assert spec in list_devices(vendor="Acme")
-    what_if = register_device(get_device("H100 SXM").scaled(flops=2))
+    what_if = register_device(get_device("H100 SXM").scaled(flops_factor=2))
     assert get_device("H100 SXM (2x FLOP/s)") is what_if
 
 
@@ -264,6 +413,44 @@ def test_register_device_conflicts() -> None:
         get_device("H100 SXM").with_overrides(tdp_watts="600 W"), overwrite=True
     )
     assert get_device("h100") is corrected
+
+
+def test_overwrite_keeps_old_aliases() -> None:
+    old = get_device("H100 SXM")
+    corrected = register_device(old.with_overrides(tdp_watts="600 W", aliases=["my-h100"]),
+                                overwrite=True)
+    assert corrected.aliases == [*old.aliases, "my-h100"]
+    for label in ("h100", "H100", "NVIDIA H100 80GB HBM3", "my h100"):
+        assert get_device(label) is corrected, label
+    # registrations are re-applied when the user folder changes: the aliases survive it
+    registry_module._cache.clear()
+    assert get_device("h100") is corrected
+
+
+def test_overwrite_with_explicit_aliases_sets_them_exactly() -> None:
+    old = get_device("H100 SXM")
+    only = register_device(old.with_overrides(tdp_watts="600 W"), overwrite=True,
+                           aliases=["lab h100"])
+    assert only.aliases == ["lab h100"] and get_device("lab-h100") is only
+    with pytest.raises(UnknownDeviceError):
+        get_device("NVIDIA H100 80GB HBM3")  # dropped as asked
+    assert get_device("H100 SXM") is only
+    with pytest.raises(DeviceSpecError, match="list of strings"):
+        register_device(device("Other"), aliases="x")  # type: ignore[arg-type]
+
+
+def test_failed_overwrite_leaves_the_registry_unchanged() -> None:
+    before = {spec.name: spec for spec in list_devices()}
+    h100 = get_device("H100 SXM")
+    # an alias taken by another device: rejected, and the H100 it meant to replace stays
+    with pytest.raises(DeviceSpecError, match=r"field 'aliases'.*'A100 SXM 80GB'"):
+        register_device(h100.with_overrides(aliases=["a100"]), overwrite=True)
+    # a mapping that fails validation
+    with pytest.raises(DeviceSpecError, match="bandwidth_bytes_per_s"):
+        register_device({**h100.model_dump(), "bandwidth_bytes_per_s": "3 TFLOPS"}, overwrite=True)
+    assert {spec.name: spec for spec in list_devices()} == before
+    assert get_device("h100") is h100 and get_device("NVIDIA H100 80GB HBM3") is h100
+    assert get_device("a100").name == "A100 SXM 80GB"
 
 
 def test_register_invalid_mapping_names_field() -> None:

@@ -1,6 +1,15 @@
-"""Analysis: op records x device -> times, bounds, predictions."""
+"""Analysis: op records x device -> times, bounds, predictions.
+
+``options`` (what PyTorch would choose) -> ``rates`` (engine and FLOP/s per op) and
+``gemm`` (GEMM shapes, fill) -> ``timing`` (roofs per op, :class:`Analysis`) ->
+``compare`` (speedups) and ``reasons`` (why, as data) -> ``validate`` (against a measurement).
+"""
 
 from roofline.analysis.compare import Comparison, compare, sweep, what_if
-from roofline.analysis.roofline import Analysis, Options, analyze
+from roofline.analysis.options import Options
+from roofline.analysis.reasons import Reasons
+from roofline.analysis.timing import BOUNDS, ROOFS, Analysis, analyze
+from roofline.analysis.validate import MismatchError, Validation, validate
 
-__all__ = ["Analysis", "Comparison", "Options", "analyze", "compare", "sweep", "what_if"]
+__all__ = ["BOUNDS", "ROOFS", "Analysis", "Comparison", "MismatchError", "Options",
+           "Reasons", "Validation", "analyze", "compare", "sweep", "validate", "what_if"]

@@ -1,4 +1,4 @@
-"""Predictions: the speedup from a device swap or a what-if device, with the reason."""
+"""Predictions: the speedup from a device swap or a what-if device, with its reasons."""
 
 from __future__ import annotations
 
@@ -9,18 +9,16 @@ from typing import Any
 
 import numpy as np
 
-from roofline.analysis.roofline import BOUNDS, Analysis, Options, analyze
+from roofline.analysis.options import Options
+from roofline.analysis.reasons import Reasons, reasons
+from roofline.analysis.timing import ROOFS, Analysis, analyze, ratio
+from roofline.analysis.validate import check_same_ops
 from roofline.hardware import DeviceSpec, get_device
 from roofline.tracing.measure import Measurement
 from roofline.tracing.records import Trace
 
-_CATEGORY_WORDS = {
-    "normalization": "norms", "softmax": "softmax", "optimizer": "optimizer",
-    "pointwise": "elementwise", "memory": "copies", "reduction": "reductions",
-    "embedding": "embeddings", "loss": "loss", "pooling": "pooling", "dropout": "dropout",
-    "matmul": "matmuls", "conv": "convolutions", "attention": "attention",
-    "upsample": "upsampling", "uncounted": "uncounted ops",
-}
+#: What ``what_if`` asks when given no factor: the seed question, "2x the FLOP/s".
+SEED_FLOPS_FACTOR = 2.0
 
 
 @dataclass
@@ -29,8 +27,10 @@ class Comparison:
 
     Attributes
     ----------
-    src, dst : the two analyses.
-    speedup : ``src.seconds / dst.seconds`` (>1: ``dst`` is faster).
+    src, dst : Analysis
+        The two analyses.
+    label : str
+        ``"runtime"`` for a prediction rescaled from a measurement, else ``""``.
     """
 
     src: Analysis
@@ -39,9 +39,8 @@ class Comparison:
 
     @property
     def speedup(self) -> float:
-        if not self.dst.seconds:
-            return 1.0 if not self.src.seconds else math.inf
-        return self.src.seconds / self.dst.seconds
+        """``src.seconds / dst.seconds`` (>1: ``dst`` is faster; 1 for an empty trace)."""
+        return ratio(self.src.seconds, self.dst.seconds)
 
     @property
     def flops_ratio(self) -> float:
@@ -56,40 +55,28 @@ class Comparison:
     def speedup_limits(self) -> dict[str, float]:
         """Speedup on ``src`` with infinite FLOP/s, and with infinite bandwidth."""
         base = self.src.seconds
-        return {"infinite_flops": base / self.src.seconds_with(flops=math.inf),
-                "infinite_bandwidth": base / self.src.seconds_with(bandwidth=math.inf)}
+        return {"infinite_flops": ratio(base, self.src.seconds_with(compute=math.inf)),
+                "infinite_bandwidth": ratio(base, self.src.seconds_with(memory=math.inf))}
 
-    def _grouped(self, src: dict[str, dict[str, float]], dst: dict[str, dict[str, float]],
-                 ) -> dict[str, dict[str, float]]:
-        out = {}
-        for k in dict.fromkeys([*src, *dst]):
-            s = src.get(k, {}).get("seconds", 0.0)
-            d = dst.get(k, {}).get("seconds", 0.0)
-            out[k] = {"src_seconds": s, "dst_seconds": d,
-                      "speedup": s / d if d else (1.0 if not s else math.inf),
-                      "saved_fraction": (s - d) / self.src.seconds if self.src.seconds else 0.0}
-        return out
+    def _row(self, s: float, d: float) -> dict[str, float]:
+        return {"src_seconds": s, "dst_seconds": d, "speedup": ratio(s, d),
+                "saved_fraction": (s - d) / self.src.seconds if self.src.seconds else 0.0}
 
     def by_category(self) -> dict[str, dict[str, float]]:
-        return self._grouped(self.src.by_category(), self.dst.by_category())
+        src, dst = self.src.by_category(), self.dst.by_category()
+        return {k: self._row(src.get(k, {}).get("seconds", 0.0),
+                             dst.get(k, {}).get("seconds", 0.0))
+                for k in dict.fromkeys([*src, *dst])}
 
     def by_bound(self) -> dict[str, dict[str, float]]:
         """Per bound *on the source device*: where the source's time goes and how it shrinks."""
-        bounds = self.src.bound
-        dst_s = self.dst.op_seconds
-        src_s = self.src.op_seconds
-        out = {}
-        for b in BOUNDS:
-            mask = np.array([x == b for x in bounds], dtype=bool)
-            s, d = float(src_s[mask].sum()), float(dst_s[mask].sum())
-            out[b] = {"src_seconds": s, "dst_seconds": d,
-                      "speedup": s / d if d else (1.0 if not s else math.inf),
-                      "saved_fraction": (s - d) / self.src.seconds if self.src.seconds else 0.0}
+        bounds = np.array(self.src.bound, dtype=object)
+        src_s, dst_s = self.src.op_seconds, self.dst.op_seconds
+        out = {b: self._row(float(src_s[bounds == b].sum()), float(dst_s[bounds == b].sum()))
+               for b in ROOFS}
         if self.src.host_seconds:
-            h = self.src.host_seconds
-            out["host"] = {"src_seconds": h, "dst_seconds": self.dst.host_seconds,
-                           "speedup": h / self.dst.host_seconds if self.dst.host_seconds
-                           else math.inf, "saved_fraction": 0.0}
+            out["host"] = {**self._row(self.src.host_seconds, self.dst.host_seconds),
+                           "saved_fraction": 0.0}
         return out
 
     def by_op(self) -> Any:
@@ -102,50 +89,15 @@ class Comparison:
         df["dst_bound"] = self.dst.bound
         return df
 
-    def explain(self) -> str:
-        """A short paragraph: the speedup and why it is not the FLOP/s ratio."""
-        src, dst = self.src, self.dst
-        bound = src.by_bound()
-        parts = []
-        mem_cats = _top_categories(src, "memory")
-        if bound["memory"]["fraction"] >= 0.01:
-            parts.append(f"{bound['memory']['fraction']:.0%} of the {src.device.name} step is "
-                         f"memory-bound ({mem_cats})")
-        if bound["overhead"]["fraction"] >= 0.01:
-            parts.append(f"{bound['overhead']['fraction']:.0%} is launch overhead")
-        if bound.get("host", {}).get("fraction", 0) >= 0.01:
-            parts.append(f"{bound['host']['fraction']:.0%} is spent off the device")
-        compute_share = bound["compute"]["fraction"]
-        fr, br = self.flops_ratio, self.bandwidth_ratio
-        head = (f"{dst.device.name} vs {src.device.name}: {fr:.2g}x the FLOP/s and "
-                f"{br:.2g}x the bandwidth give {self.speedup:.2f}x")
-        if parts:
-            text = f"{head}, because " + ", ".join(parts[:-1]) + (
-                " and " if len(parts) > 1 else "") + parts[-1] + "."
-        else:
-            text = f"{head}: {compute_share:.0%} of the step is compute-bound."
-        lim = self.speedup_limits()
-        text += (f" On {src.device.name}, infinite FLOP/s would give at most "
-                 f"{lim['infinite_flops']:.2f}x, infinite bandwidth "
-                 f"{lim['infinite_bandwidth']:.2f}x.")
-        notes = list(dict.fromkeys(src.assumptions + dst.assumptions))
-        if notes:
-            text += " Assumptions: " + "; ".join(notes) + "."
-        return text
+    def reasons(self) -> Reasons:
+        """Why the speedup is what it is: shares per bound, limits and assumptions
+        (``roofline.explain`` puts them in words)."""
+        return reasons(self)
 
     def __repr__(self) -> str:
         return (f"Comparison({self.src.device.name} -> {self.dst.device.name}: "
                 f"{self.speedup:.2f}x, {self.src.seconds * 1e3:.3f} ms -> "
                 f"{self.dst.seconds * 1e3:.3f} ms)")
-
-
-def _top_categories(a: Analysis, bound: str, n: int = 3) -> str:
-    seconds: dict[str, float] = {}
-    for op, b, s in zip(a.trace.ops, a.bound, a.op_seconds, strict=True):
-        if b == bound:
-            seconds[op.category] = seconds.get(op.category, 0.0) + float(s)
-    top = sorted(seconds, key=lambda c: -seconds[c])[:n]
-    return ", ".join(_CATEGORY_WORDS.get(c, c) for c in top)
 
 
 def _pair(trace: Trace, src: DeviceSpec, dst: DeviceSpec, options: dict[str, Any],
@@ -164,11 +116,13 @@ def compare(trace: Trace, src: str | DeviceSpec, dst: str | DeviceSpec,
 
     Parameters
     ----------
-    method : ``"roofline"`` predicts both devices from their specs; ``"runtime"``
-        starts from ``measurement`` (taken on ``src``) and scales each measured op by
-        the ratio of its predicted times on ``dst`` and ``src``.
-    options : those of :func:`roofline.analyze`; ``host_fraction`` is taken on ``src``
-        and the resulting host seconds are kept on ``dst``.
+    method : {"roofline", "runtime"}
+        ``"roofline"`` predicts both devices from their specs; ``"runtime"`` starts from
+        ``measurement`` (taken on ``src``) and scales each measured op by the ratio of its
+        predicted times on ``dst`` and ``src``.
+    options
+        Those of :func:`roofline.analyze`; ``host_fraction`` is taken on ``src`` and the
+        resulting host seconds are kept on ``dst``.
     """
     if method not in ("roofline", "runtime"):
         raise ValueError(f"method must be 'roofline' or 'runtime', got {method!r}")
@@ -179,7 +133,7 @@ def compare(trace: Trace, src: str | DeviceSpec, dst: str | DeviceSpec,
         return Comparison(a, b)
     if measurement is None:
         raise ValueError("method='runtime' needs measurement=roofline.measure(...) on src")
-    a.against(measurement)  # same ops, or a clear error
+    check_same_ops(a, measurement)  # same ops, or a clear error
     # scale every roof of an op by measured / predicted-on-src: the src op then takes its
     # measured time, the dst op that time x (predicted dst / predicted src), bounds unchanged
     measured = measurement.op_seconds
@@ -191,28 +145,37 @@ def compare(trace: Trace, src: str | DeviceSpec, dst: str | DeviceSpec,
     host = measurement.host_seconds + a.host_seconds + float(measured[unscalable].sum())
 
     def scaled(x: Analysis) -> Analysis:
-        return replace(x, compute_seconds=x.compute_seconds * factor,
-                       memory_seconds=x.memory_seconds * factor,
-                       overhead_seconds=x.overhead_seconds * factor, host_seconds=host)
+        return replace(x, roof_seconds=x.roof_seconds * factor, host_seconds=host)
 
     return Comparison(scaled(a), scaled(b), label="runtime")
 
 
-def what_if(trace: Trace, device: str | DeviceSpec, flops: float = 2.0,
-            bandwidth: float = 1.0, **options: Any) -> Comparison:
-    """Speedup if ``device`` had ``flops``x its FLOP/s and ``bandwidth``x its bandwidth."""
-    spec = get_device(device)
+def what_if(trace: Trace, device: str | DeviceSpec, flops: float | None = None,
+            bandwidth: float | None = None, **options: Any) -> Comparison:
+    """Speedup if ``device`` had ``flops``x its FLOP/s and ``bandwidth``x its bandwidth.
+
+    ``flops`` and ``bandwidth`` are *factors* (the one place in the library where these
+    names are not a count and a rate, so that the seed question reads as it is asked:
+    ``what_if(t, "a100", flops=2)``). A factor not given stays 1; with neither given the
+    call asks the seed question, ``flops=2``.
+    """
+    if flops is None and bandwidth is None:
+        flops = SEED_FLOPS_FACTOR
+    flops = 1.0 if flops is None else flops
+    bandwidth = 1.0 if bandwidth is None else bandwidth
     _check_factor("flops", flops)
     _check_factor("bandwidth", bandwidth)
-    return compare(trace, spec, spec.scaled(flops=flops, bandwidth=bandwidth), **options)
+    spec = get_device(device)
+    return compare(trace, spec, spec.scaled(flops_factor=flops, bandwidth_factor=bandwidth),
+                   **options)
 
 
 def sweep(trace: Trace, device: str | DeviceSpec, flops: Sequence[float] = (1, 2, 4, 8),
           bandwidth: Sequence[float] = (1, 2, 4, 8), **options: Any) -> Any:
     """Speedup over a grid of FLOP/s and bandwidth factors (a pandas DataFrame).
 
-    Rows are one (flops, bandwidth) pair each, with columns ``flops``, ``bandwidth``,
-    ``seconds`` and ``speedup``.
+    Rows are one (flops, bandwidth) factor pair each, with columns ``flops``,
+    ``bandwidth``, ``seconds`` and ``speedup``.
     """
     import pandas as pd
 
@@ -221,11 +184,16 @@ def sweep(trace: Trace, device: str | DeviceSpec, flops: Sequence[float] = (1, 2
     for b in bandwidth:
         _check_factor("bandwidth", b)
     a = analyze(trace, device, **Options(**options).__dict__)
-    rows = [{"flops": f, "bandwidth": b, "seconds": a.seconds_with(f, b),
-             "speedup": a.seconds / a.seconds_with(f, b)} for f in flops for b in bandwidth]
+    rows = []
+    for f in flops:
+        for b in bandwidth:
+            seconds = a.seconds_with(compute=f, memory=b)
+            rows.append({"flops": f, "bandwidth": b, "seconds": seconds,
+                         "speedup": ratio(a.seconds, seconds)})
     return pd.DataFrame(rows)
 
 
 def _check_factor(name: str, value: float) -> None:
-    if not (isinstance(value, (int, float)) and value > 0 and math.isfinite(value)):
+    if isinstance(value, bool) or not (isinstance(value, (int, float)) and value > 0
+                                       and math.isfinite(value)):
         raise ValueError(f"{name} factor must be a finite number > 0, got {value!r}")

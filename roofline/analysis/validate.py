@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from roofline.analysis.timing import Analysis
 from roofline.tracing.measure import Measurement
-
-if TYPE_CHECKING:
-    from roofline.analysis.roofline import Analysis
 
 
 class MismatchError(ValueError):
@@ -18,6 +15,7 @@ class MismatchError(ValueError):
 
 
 def check_same_ops(analysis: Analysis, measurement: Measurement) -> None:
+    """Raise :class:`MismatchError` unless both ran the same ops with the same shapes."""
     a, m = analysis.trace.ops, measurement.trace.ops
     if len(a) != len(m):
         raise MismatchError(f"the measurement ran {len(m)} ops, the analysed trace has {len(a)}: "
@@ -29,9 +27,21 @@ def check_same_ops(analysis: Analysis, measurement: Measurement) -> None:
                 f"{y.input_shapes}; measure with the same shapes as the trace")
 
 
+def validate(analysis: Analysis, measurement: Measurement) -> Validation:
+    """Set a prediction against a measurement of the same step.
+
+    Raises
+    ------
+    MismatchError
+        If the measurement did not run the analysed trace's ops.
+    """
+    check_same_ops(analysis, measurement)
+    return Validation(analysis, measurement)
+
+
 @dataclass
 class Validation:
-    """An analysis set against a measurement of the same step."""
+    """An analysis set against a measurement of the same step (see :func:`validate`)."""
 
     analysis: Analysis
     measurement: Measurement
@@ -74,22 +84,6 @@ class Validation:
         return {k: {"predicted": predicted.get(k, 0.0), "measured": m,
                     "error": predicted.get(k, 0.0) / m - 1 if m else float("nan")}
                 for k, m in measured.items()}
-
-    def plot(self, ax: Any = None) -> Any:
-        """Log-log scatter of predicted against measured op times (matplotlib Axes)."""
-        import matplotlib.pyplot as plt
-
-        pred, meas = self.per_op()
-        if ax is None:
-            _, ax = plt.subplots(figsize=(5, 5))
-        ax.loglog(meas, pred, ".", alpha=0.5)
-        lo = max(min(meas.min(initial=1e-7), pred.min(initial=1e-7)), 1e-9)
-        hi = max(meas.max(initial=1e-3), pred.max(initial=1e-3))
-        ax.plot([lo, hi], [lo, hi], "k--", lw=1)
-        ax.set_xlabel("measured seconds")
-        ax.set_ylabel("predicted seconds")
-        ax.set_title(f"{self.analysis.device.name}: step error {self.error:+.0%}")
-        return ax
 
     def __repr__(self) -> str:
         s = self.op_error_stats()

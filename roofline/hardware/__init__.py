@@ -11,8 +11,10 @@ Examples
 """
 
 from roofline.hardware.calibration import calibrate
+from roofline.hardware.engines import Engine
 from roofline.hardware.registry import (
     AmbiguousDeviceError,
+    DeviceFileWarning,
     UnknownDeviceError,
     get_device,
     list_devices,
@@ -23,8 +25,10 @@ from roofline.hardware.spec import DeviceSpec, DeviceSpecError, HostLink, Interc
 
 __all__ = [
     "AmbiguousDeviceError",
+    "DeviceFileWarning",
     "DeviceSpec",
     "DeviceSpecError",
+    "Engine",
     "HostLink",
     "Interconnect",
     "UnknownDeviceError",

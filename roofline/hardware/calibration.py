@@ -44,8 +44,12 @@ CACHE_ENV = "ROOFLINE_CACHE_DIR"
 _TORCH_DTYPES = {"fp64": torch.float64, "fp32": torch.float32, "tf32": torch.float32,
                  "fp16": torch.float16, "bf16": torch.bfloat16}
 _FORMAT = 3  # bumped when a calibration measures more: older cached results are re-measured
+# A timing is "noisy" when its blocks' interquartile range exceeds 10% of their median: on
+# an idle machine repeated blocks of one kernel agree to a few percent, so a wider spread
+# means something else shared the device (flagged in the notes, not rejected).
+_NOISY_SPREAD = 0.10
 # Fields that describe the hardware rather than its speed, carried over from the base spec.
-_CARRIED = ("memory_bytes", "cache_bytes", "form_factor", "tdp_watts", "host_link")
+_CARRIED = ("memory_bytes", "memory_type", "cache_bytes", "form_factor", "tdp_watts", "host_link")
 
 
 class CalibrationError(ValueError, RuntimeError):
@@ -64,13 +68,19 @@ class _Plan:
 
 
 _PLANS = {  # (kind, quick) -> plan
-    ("cpu", True): _Plan((256, 512, 1024), 64 << 20, 1 << 17, 0.2, (32, 128, 512, 2048)),
-    ("cpu", False): _Plan((512, 1024, 2048), 256 << 20, 1 << 17, 0.5,
-                          (16, 64, 256, 1024, 4096), 0.05),
-    ("gpu", True): _Plan((2048, 4096, 8192), 1 << 30, 1 << 21, 0.2,
-                         (64, 256, 1024, 4096, 16384), depthwise_batch=32),
-    ("gpu", False): _Plan((4096, 8192, 16384), 1 << 30, 1 << 21, 0.5,
-                          (16, 64, 256, 1024, 4096, 16384), 0.05, depthwise_batch=32),
+    ("cpu", True): _Plan(matmul_sizes=(256, 512, 1024), stream_bytes=64 << 20,
+                         vector_elements=1 << 17, min_run_time=0.2,
+                         curve_sizes=(32, 128, 512, 2048)),
+    ("cpu", False): _Plan(matmul_sizes=(512, 1024, 2048), stream_bytes=256 << 20,
+                          vector_elements=1 << 17, min_run_time=0.5,
+                          curve_sizes=(16, 64, 256, 1024, 4096), curve_min_run_time=0.05),
+    ("gpu", True): _Plan(matmul_sizes=(2048, 4096, 8192), stream_bytes=1 << 30,
+                         vector_elements=1 << 21, min_run_time=0.2,
+                         curve_sizes=(64, 256, 1024, 4096, 16384), depthwise_batch=32),
+    ("gpu", False): _Plan(matmul_sizes=(4096, 8192, 16384), stream_bytes=1 << 30,
+                          vector_elements=1 << 21, min_run_time=0.5,
+                          curve_sizes=(16, 64, 256, 1024, 4096, 16384),
+                          curve_min_run_time=0.05, depthwise_batch=32),
 }
 
 
@@ -97,37 +107,73 @@ def calibrate(device: str = "cpu", dtypes: Sequence[str | torch.dtype] = ("float
     dtype, or a measurement the DeviceSpec validators reject.
     """
     dev = _resolve(str(device))
-    gpu, keys = dev.type != "cpu", _dtype_keys(dtypes, dev)
+    keys = _dtype_keys(dtypes, dev)
     threads = torch.get_num_threads() if threads is None else threads
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise CalibrationError(f"threads must be a positive int, got {threads!r}")
     hw_name = _hardware_name(dev)
-    base_spec = get_device(base) if base is not None else None
-    if base is None and dev.type == "cuda":
+    base_spec = _base_spec(dev, hw_name, base)
+    path = _cache_path(hw_name, [_FORMAT, hw_name, str(dev), threads, keys, quick,
+                                 torch.__version__, base_spec and base_spec.name])
+    if cache and (cached := _load_cached(path)) is not None:
+        return cached
+    measured = _measure(dev, _plan(dev, quick, base_spec), threads, keys)
+    spec = _assemble(measured, dev, hw_name, threads, quick, base_spec, origin=str(device))
+    if cache:
+        _store(path, spec)
+    return spec
+
+
+def _base_spec(dev: torch.device, hw_name: str,
+               base: str | DeviceSpec | None) -> DeviceSpec | None:
+    """The datasheet spec to compare with: ``base``, or on CUDA the registry's match, if any."""
+    if base is not None:
+        return get_device(base)
+    if dev.type == "cuda":
         with contextlib.suppress(UnknownDeviceError, AmbiguousDeviceError):
-            base_spec = get_device(hw_name)
-    key = [_FORMAT, hw_name, str(dev), threads, keys, quick, torch.__version__,
-           base_spec and base_spec.name]
+            return get_device(hw_name)
+    return None
+
+
+def _cache_path(hw_name: str, key: list[Any]) -> Path:
+    """Cache file of one calibration: readable hardware name plus a hash of everything keyed."""
     folder = os.environ.get(CACHE_ENV) or Path(platformdirs.user_cache_dir("roofline"),
                                                "calibration")
-    path = Path(folder, re.sub(r"[^0-9a-z]+", "-", hw_name.lower())[:40] + "-"
+    return Path(folder, re.sub(r"[^0-9a-z]+", "-", hw_name.lower())[:40] + "-"
                 + hashlib.sha256(json.dumps(key).encode()).hexdigest()[:12] + ".json")
-    with contextlib.suppress(OSError, ValueError):  # missing, unreadable or invalid: measure
-        if cache and (cached := DeviceSpec.model_validate_json(path.read_text("utf-8"))).measured:
-            return cached
 
-    plan = _PLANS["gpu" if gpu else "cpu", quick]
-    if base_spec and base_spec.cache_bytes and not gpu:  # stay well beyond the LLC
+
+def _load_cached(path: Path) -> DeviceSpec | None:
+    """The stored measured spec, or None if missing, unreadable or invalid (then: measure)."""
+    with contextlib.suppress(OSError, ValueError):
+        if (cached := DeviceSpec.model_validate_json(path.read_text("utf-8"))).measured:
+            return cached
+    return None
+
+
+def _plan(dev: torch.device, quick: bool, base_spec: DeviceSpec | None) -> _Plan:
+    plan = _PLANS["cpu" if dev.type == "cpu" else "gpu", quick]
+    if base_spec and base_spec.cache_bytes and dev.type == "cpu":  # stay well beyond the LLC
         plan = replace(plan, stream_bytes=max(plan.stream_bytes, 4 * int(base_spec.cache_bytes)))
+    return plan
+
+
+def _measure(dev: torch.device, plan: _Plan, threads: int, keys: list[str]) -> dict[str, Any]:
+    """Run the microbenchmarks at ``threads`` CPU threads; the thread count is restored after."""
     previous = torch.get_num_threads()
     try:
-        torch.set_num_threads(previous if gpu else threads)
+        torch.set_num_threads(threads if dev.type == "cpu" else previous)
         # The Timer synchronizes the *current* accelerator: make it the one measured.
         with torch.cuda.device(dev) if dev.type == "cuda" else contextlib.nullcontext():
-            measured = _Bench(dev, plan, threads).run(keys)
+            return _Bench(dev, plan, threads).run(keys)
     finally:
         torch.set_num_threads(previous)
 
+
+def _assemble(measured: dict[str, Any], dev: torch.device, hw_name: str, threads: int,
+              quick: bool, base_spec: DeviceSpec | None, origin: str) -> DeviceSpec:
+    """The measured spec: rates, hardware fields of ``base_spec``, provenance and efficiencies."""
+    gpu = dev.type != "cpu"
     source = f"measured by roofline.calibrate on {datetime.date.today().isoformat()}"
     label = base_spec.name if base_spec else (hw_name if gpu else "CPU")
     props = torch.cuda.get_device_properties(dev) if dev.type == "cuda" else None
@@ -147,17 +193,14 @@ def calibrate(device: str = "cpu", dtypes: Sequence[str | torch.dtype] = ("float
                   *measured["notes"]],
     }
     try:
-        spec = validate_device(data, origin=f"calibrate({str(device)!r})")
+        spec = validate_device(data, origin=f"calibrate({origin!r})")
     except DeviceSpecError as exc:
         raise CalibrationError(f"a measurement failed DeviceSpec validation (a dtype this device "
                                f"only emulates slowly can fall below 1 GFLOP/s): {exc}") from exc
     lines = [f"{k.replace('_', ' ')}: {v:.1%} of peak ({base_spec.name} datasheet)"
              for k, v in efficiencies(spec, base_spec).items()] if base_spec else \
         ["No datasheet spec known (pass base=): efficiencies vs peak not computed."]
-    spec = spec.with_overrides(notes=[*spec.notes, *lines])
-    if cache:
-        _store(path, spec)
-    return spec
+    return spec.with_overrides(notes=[*spec.notes, *lines])
 
 
 def efficiencies(measured: DeviceSpec, base: DeviceSpec) -> dict[str, float]:
@@ -219,14 +262,14 @@ class _Bench:
         """(median seconds of ``stmt``, noisy: IQR/median > 10% or fewer than 3 blocks)."""
         m = Timer(stmt, globals={"torch": torch, **env}, num_threads=self.threads
                   ).blocked_autorange(min_run_time=min_run_time)
-        return m.median, m.iqr / m.median > 0.10 or len(m.times) < 3
+        return m.median, m.iqr / m.median > _NOISY_SPREAD or len(m.times) < 3
 
     def time(self, stmt: str, what: str, **env: Any) -> float:
         """Median seconds of ``stmt``; notes "noisy:" when IQR/median > 10% or < 3 blocks."""
         m = Timer(stmt, globals={"torch": torch, **env}, num_threads=self.threads
                   ).blocked_autorange(min_run_time=self.plan.min_run_time)
         spread = m.iqr / m.median
-        if spread > 0.10 or len(m.times) < 3:
+        if spread > _NOISY_SPREAD or len(m.times) < 3:
             self.notes.append(f"noisy: {what}: IQR/median {spread:.0%}, {len(m.times)} block(s)")
         return m.median
 

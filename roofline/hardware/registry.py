@@ -3,7 +3,14 @@
 Shipped specs live in ``roofline/hardware/data/<vendor>.yaml``; users add their own in
 ``platformdirs.user_config_dir("roofline")/devices/*.yaml`` (or the folder named by the
 ``ROOFLINE_DEVICES_DIR`` environment variable) or call :func:`register_device`. Files are
-read with ``yaml.safe_load`` and validated on first lookup.
+read with a ``yaml.SafeLoader`` that rejects duplicate keys and validated on first lookup;
+a user file that fails is skipped with a :class:`DeviceFileWarning`.
+
+Name lookup (:func:`get_device`) resolves a name only when it names one device: exactly (case,
+spaces and punctuation aside), or token by token (every word of a registered name or alias
+present, the other words of the query only "filler" that agrees with the device: vendor
+words, its memory size or type, its form factor). A near miss ("rtx 2080" for the RTX 2080
+Ti, "NVIDIA L40" for the L40S) is never substituted: the error suggests the close names.
 """
 
 from __future__ import annotations
@@ -13,7 +20,8 @@ import functools
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +34,7 @@ from roofline.hardware.spec import DeviceSpec, DeviceSpecError, validate_device
 __all__ = [
     "DATA_DIR",
     "AmbiguousDeviceError",
+    "DeviceFileWarning",
     "UnknownDeviceError",
     "get_device",
     "list_devices",
@@ -39,7 +48,8 @@ DATA_DIR = Path(__file__).parent / "data"
 VENDOR_FILES = ("nvidia", "amd", "intel", "google", "apple", "cpu")
 ENV_VAR = "ROOFLINE_DEVICES_DIR"
 
-# Leading words that torch.cuda.get_device_name() and people add to product names.
+# Leading words that torch.cuda.get_device_name() and people add to product names; only
+# used to find suggestions for a name that resolves to nothing.
 _PREFIXES = (
     "nvidia",
     "geforce",
@@ -52,6 +62,23 @@ _PREFIXES = (
     "google",
     "apple",
 )
+# Filler words by vendor (lower case): brand words that name no product of their own.
+# "Quadro" is not filler: "Quadro RTX 6000" (Turing) and "RTX 6000 Ada" are two products.
+_VENDOR_WORDS: dict[str, frozenset[str]] = {
+    "nvidia": frozenset({"nvidia", "geforce", "tesla"}),
+    "amd": frozenset({"amd", "instinct", "radeon"}),
+    "intel": frozenset({"intel", "habana"}),
+    "google": frozenset({"google", "cloud"}),
+    "apple": frozenset({"apple"}),
+}
+_TRADEMARKS = frozenset({"r", "tm"})  # "Intel(R) Xeon(R)"
+_FORM_FACTOR_WORD = re.compile(r"sxm\d?|pcie|oam")
+_MEMORY_SIZE_WORD = re.compile(r"(\d+(?:\.\d+)?)(gb|gib)")
+_MEMORY_TYPE_WORD = re.compile(r"(hbm|gddr|lpddr|ddr)\d*[a-z]?")
+_CLOCK_WORD = re.compile(r"\d+(?:\.\d+)?[mg]hz")
+_CORES_WORD = re.compile(r"(\d+)core")
+# A memory-size word agrees with the device within 10%: "32GB" for a 32 GiB TPU v4.
+_MEMORY_SIZE_TOLERANCE = 0.10
 
 
 class UnknownDeviceError(LookupError):
@@ -66,9 +93,47 @@ class AmbiguousDeviceError(LookupError):
         self.candidates = candidates
 
 
+class DeviceFileWarning(UserWarning):
+    """A user device file was skipped; the message names the file and the reason."""
+
+
+class _DuplicateKeyError(yaml.YAMLError):
+    def __init__(self, key: Any, line: int, first_line: int) -> None:
+        super().__init__(f"line {line}: duplicate key {key!r} (first at line {first_line})")
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that raises on a key repeated in one mapping (PyYAML keeps the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise _DuplicateKeyError(key, line, seen[key])
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def _unique_json_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key {key!r}")
+        out[key] = value
+    return out
+
+
 def normalise(name: str) -> str:
     """Lookup key: lower case without spaces and punctuation ("H100-SXM" -> "h100sxm")."""
     return re.sub(r"[^0-9a-z]", "", name.lower())
+
+
+def _tokens(name: str) -> frozenset[str]:
+    """Words of a name: "NVIDIA A100-SXM4-80GB" -> {nvidia, a100, sxm4, 80gb}."""
+    text = re.sub(r"(\d+)[\s-]+core", r"\1core", name.lower())  # "96-Core" is one word
+    return frozenset(re.findall(r"[0-9a-z]+(?:\.[0-9]+[a-z]*)?\+?", text))
 
 
 def _strip_prefixes(key: str) -> str:
@@ -81,27 +146,74 @@ def _strip_prefixes(key: str) -> str:
     return key
 
 
+def _is_filler(word: str, spec: DeviceSpec) -> bool:
+    """Whether ``word`` in a query may go beyond ``spec``'s name: it adds nothing or agrees."""
+    if word in _TRADEMARKS or word in _VENDOR_WORDS.get(spec.vendor.lower(), ()):
+        return True
+    if _FORM_FACTOR_WORD.fullmatch(word):
+        words = _tokens(spec.form_factor or "")
+        return word in words or (word == "sxm" and any(t.startswith("sxm") for t in words))
+    if size := _MEMORY_SIZE_WORD.fullmatch(word):
+        if not spec.memory_bytes:
+            return False
+        number = float(size.group(1))
+        return any(abs(number * unit - spec.memory_bytes) <= _MEMORY_SIZE_TOLERANCE
+                   * spec.memory_bytes for unit in (1e9, 2.0**30))
+    if kind := _MEMORY_TYPE_WORD.fullmatch(word):
+        memory = normalise(spec.memory_type or "")
+        return bool(memory) and word in (memory, kind.group(1)) and memory.startswith(kind.group(1))
+    if spec.kind == "cpu":
+        cores = _CORES_WORD.fullmatch(word)
+        if cores:
+            return spec.compute_units in (None, int(cores.group(1)))
+        return word in ("cpu", "processor") or bool(_CLOCK_WORD.fullmatch(word))
+    return word == "gpu" and spec.kind == "gpu"
+
+
 @dataclass
 class _Registry:
     specs: dict[str, DeviceSpec] = field(default_factory=dict)  # name -> spec
     origins: dict[str, str] = field(default_factory=dict)  # name -> file (or "register_device()")
     keys: dict[str, str] = field(default_factory=dict)  # normalised name/alias -> name
 
-    def add(self, spec: DeviceSpec, origin: str, overwrite: bool = False) -> None:
-        if overwrite and spec.name in self.specs:
-            self.remove(spec.name)
-        for label in (spec.name, *spec.aliases):
-            other = self.keys.get(normalise(label))
-            if other is not None:
-                field_name = "name" if label == spec.name else "aliases"
+    def check(self, specs: Sequence[DeviceSpec], origin: str, replace: bool = False) -> None:
+        """Raise DeviceSpecError if adding ``specs`` would clash; changes nothing.
+
+        With ``replace``, the keys of a registered device of the same name are free.
+        """
+        taken: dict[str, tuple[str, str]] = {}  # key -> (device, its origin)
+        for spec in specs:
+            if spec.name in self.specs and not replace:
                 raise DeviceSpecError(
-                    f"{origin}: device '{spec.name}': field '{field_name}': {label!r} is already "
-                    f"used by device '{other}' from {self.origins[other]}"
+                    f"{origin}: device '{spec.name}': field 'name': {spec.name!r} is already "
+                    f"used by device '{spec.name}' from {self.origins[spec.name]}"
                 )
-        self.specs[spec.name] = spec
-        self.origins[spec.name] = origin
-        for label in (spec.name, *spec.aliases):
-            self.keys[normalise(label)] = spec.name
+            for label in (spec.name, *spec.aliases):
+                key = normalise(label)
+                other = self.keys.get(key)
+                other_origin = self.origins.get(other or "", "")
+                if other is not None and replace and other == spec.name:
+                    other = None
+                if other is None and key in taken and taken[key][0] != spec.name:
+                    other, other_origin = taken[key]
+                if other is not None:
+                    field_name = "name" if label == spec.name else "aliases"
+                    raise DeviceSpecError(
+                        f"{origin}: device '{spec.name}': field '{field_name}': {label!r} is "
+                        f"already used by device '{other}' from {other_origin}"
+                    )
+                taken[key] = (spec.name, origin)
+
+    def add(self, specs: Sequence[DeviceSpec], origin: str, replace: bool = False) -> None:
+        """Add ``specs`` all or none (a clash raises before anything changes)."""
+        self.check(specs, origin, replace)
+        for spec in specs:
+            if spec.name in self.specs:
+                self.remove(spec.name)
+            self.specs[spec.name] = spec
+            self.origins[spec.name] = origin
+            for label in (spec.name, *spec.aliases):
+                self.keys[normalise(label)] = spec.name
 
     def remove(self, name: str) -> None:
         del self.specs[name], self.origins[name]
@@ -127,10 +239,15 @@ def user_devices_dir() -> Path:
 
 
 def _read(path: Path) -> Any:
-    text = path.read_text(encoding="utf-8")
     try:
-        return json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DeviceSpecError(f"{path}: cannot read: {exc}") from exc
+    try:
+        if path.suffix.lower() == ".json":
+            return json.loads(text, object_pairs_hook=_unique_json_keys)
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass
+    except (ValueError, yaml.YAMLError) as exc:  # JSONDecodeError is a ValueError
         raise DeviceSpecError(f"{path}: cannot parse: {exc}") from exc
 
 
@@ -169,19 +286,26 @@ def _registry() -> _Registry:
     if cached is None:
         cached = _Registry()
         for spec, origin in _builtin():
-            cached.add(spec, origin)
+            cached.add([spec], origin)
         if folder.is_dir():
             for path in sorted(
                 [*folder.glob("*.yaml"), *folder.glob("*.yml"), *folder.glob("*.json")]
             ):
-                for spec in _load_file(path)[0]:
-                    cached.add(spec, str(path))
+                _add_user_file(cached, path)
         _cache.clear()
         _cache[str(folder)] = cached
     for name, spec in _registered.items():
         if cached.specs.get(name) is not spec:
-            cached.add(spec, "register_device()", overwrite=True)
+            cached.add([spec], "register_device()", replace=True)
     return cached
+
+
+def _add_user_file(registry: _Registry, path: Path) -> None:
+    """Add the devices of one user file, or skip the whole file with a warning."""
+    try:
+        registry.add(_load_file(path)[0], str(path))
+    except DeviceSpecError as exc:  # one broken file must not break every lookup
+        warnings.warn(f"skipped device file {path}: {exc}", DeviceFileWarning, stacklevel=4)
 
 
 def load_device(path: str | os.PathLike[str]) -> DeviceSpec | list[DeviceSpec]:
@@ -201,42 +325,62 @@ def load_device(path: str | os.PathLike[str]) -> DeviceSpec | list[DeviceSpec]:
     Raises
     ------
     DeviceSpecError
-        Naming the file, the device and the field that failed.
+        Naming the file, the device and the field that failed (for a key given twice in one
+        mapping: the line and the key).
     """
     specs, single = _load_file(Path(path))
     return specs[0] if single else specs
 
 
-def register_device(spec: DeviceSpec | Mapping[str, Any], overwrite: bool = False) -> DeviceSpec:
+def register_device(spec: DeviceSpec | Mapping[str, Any], overwrite: bool = False,
+                    aliases: Sequence[str] | None = None) -> DeviceSpec:
     """Make ``spec`` available to :func:`get_device` and :func:`list_devices` for this process.
+
+    Registration is atomic: a spec that fails validation, or whose name or an alias is taken
+    by another device, raises and leaves the registry as it was.
 
     Parameters
     ----------
     spec : DeviceSpec or mapping
         The device; a mapping is validated first.
     overwrite : bool
-        Replace a device of the same name instead of raising.
+        Replace a device of the same name instead of raising. The new entry keeps the
+        replaced device's aliases, plus any new ones of ``spec``, so that e.g. ``"h100"``
+        still names the corrected H100 SXM; pass ``aliases`` to choose them instead.
+    aliases : sequence of str, optional
+        The registered device's aliases exactly (``[]`` for none), replacing both those of
+        ``spec`` and those of a replaced device.
 
     Returns
     -------
     DeviceSpec
-        The registered spec.
+        The registered spec (``spec`` itself unless its aliases changed).
 
     Raises
     ------
     DeviceSpecError
-        If the name or an alias is taken by another device (or by the same name and
-        ``overwrite`` is false).
+        If the spec does not validate, the name or an alias is taken by another device, or
+        the name is taken and ``overwrite`` is false.
     """
     if not isinstance(spec, DeviceSpec):
         spec = validate_device(dict(spec), origin="register_device()")
     registry = _registry()
-    if spec.name in registry.specs and not overwrite:
+    old = registry.specs.get(spec.name)
+    if old is not None and not overwrite:
         raise DeviceSpecError(
             f"register_device(): device '{spec.name}': field 'name': already defined in "
             f"{registry.origins[spec.name]}; pass overwrite=True to replace it"
         )
-    registry.add(spec, "register_device()", overwrite=True)
+    if aliases is not None:
+        if isinstance(aliases, str) or not all(isinstance(a, str) for a in aliases):
+            raise DeviceSpecError(f"register_device(): device '{spec.name}': field 'aliases': "
+                                  f"expected a list of strings, got {aliases!r}")
+        merged = list(dict.fromkeys(aliases))
+    else:
+        merged = _unique([*(old.aliases if old else []), *spec.aliases])
+    if merged != spec.aliases:
+        spec = spec.model_copy(update={"aliases": merged})
+    registry.add([spec], "register_device()", replace=True)  # raises before any change
     _registered[spec.name] = spec
     return spec
 
@@ -254,9 +398,14 @@ def list_devices(vendor: str | None = None, kind: str | None = None) -> list[Dev
 def get_device(name: str | DeviceSpec) -> DeviceSpec:
     """Look a device up by name, alias or ``torch.cuda.get_device_name()`` string.
 
-    Matching ignores case, spaces and punctuation; vendor words such as "NVIDIA",
-    "GeForce", "Tesla" or "AMD Instinct" are optional. A name that is part of several
-    device names (and no exact alias) is ambiguous.
+    A name resolves when it names exactly one device:
+
+    1. its name or an alias, ignoring case, spaces and punctuation (``"h100-sxm"``);
+    2. or every word of one of those, plus words that only agree with the device: vendor
+       words ("NVIDIA", "GeForce", "Tesla", "AMD Instinct"), its memory size ("141GB") or
+       type ("HBM3"), its form factor ("SXM", "PCIe"), and for CPUs "CPU", clock and core
+       count. ``"NVIDIA H200 SXM 141GB"`` is the H200 SXM; ``"rtx 2080"`` is not the RTX
+       2080 Ti (a missing "Ti" is another product), it raises and suggests it.
 
     Parameters
     ----------
@@ -266,34 +415,64 @@ def get_device(name: str | DeviceSpec) -> DeviceSpec:
 
     Raises
     ------
+    TypeError
+        If ``name`` is neither a string nor a DeviceSpec.
     AmbiguousDeviceError
-        Listing the candidate devices.
+        If several devices match, or the name is part of several names; lists them.
     UnknownDeviceError
         Listing the closest names.
     """
     if isinstance(name, DeviceSpec):
         return name
+    if not isinstance(name, str):
+        raise TypeError(f"get_device() takes a device name (str) or a DeviceSpec, got "
+                        f"{type(name).__name__} {name!r}; see list_devices() for the names")
     registry = _registry()
     key = normalise(name)
-    for candidate in (key, _strip_prefixes(key)):
-        if candidate in registry.keys:
-            return registry.specs[registry.keys[candidate]]
+    if key in registry.keys:
+        return registry.specs[registry.keys[key]]
+    matches = _token_matches(registry, name)
+    if len(matches) == 1:
+        return registry.specs[matches[0]]
+    if matches:
+        raise AmbiguousDeviceError(
+            f"{name!r} matches several devices: {', '.join(matches)}; use one of these names",
+            matches,
+        )
+    raise _near_miss(registry, name, key)
+
+
+def _token_matches(registry: _Registry, name: str) -> list[str]:
+    """Devices one of whose labels has all its words in ``name`` and the rest filler.
+
+    Among several, those whose label covers the most words of ``name`` (the most specific).
+    """
+    query = _tokens(name)
+    best: dict[str, int] = {}
+    for device, spec in registry.specs.items():
+        for label in (spec.name, *spec.aliases):
+            words = _tokens(label)
+            if words and words <= query and all(_is_filler(w, spec) for w in query - words):
+                best[device] = max(best.get(device, 0), len(words))
+    top = max(best.values(), default=0)
+    return [device for device, score in best.items() if score == top]
+
+
+def _near_miss(registry: _Registry, name: str, key: str) -> LookupError:
+    """The error for a name that resolves to nothing: names it is part of, or close ones."""
     stripped = _strip_prefixes(key)
-    if stripped:
-        matches = _unique(registry.keys[k] for k in registry.keys if stripped in k)
-        if len(matches) == 1:
-            return registry.specs[matches[0]]
-        if matches:
-            raise AmbiguousDeviceError(
-                f"{name!r} matches several devices: {', '.join(matches)}; use one of these names",
-                matches,
-            )
-    close = _unique(
+    part_of = _unique(device for k, device in registry.keys.items() if stripped and stripped in k)
+    if len(part_of) > 1:
+        return AmbiguousDeviceError(
+            f"{name!r} names no device; it is part of several: {', '.join(part_of)}; use one of "
+            "these names", part_of)
+    close = part_of or _unique(
         registry.keys[k]
         for k in difflib.get_close_matches(key, list(registry.keys), n=10, cutoff=0.5)
     )
-    hint = f" Did you mean: {', '.join(close[:5])}?" if close else ""
-    raise UnknownDeviceError(
+    hint = (f" Did you mean: {', '.join(close[:5])}? (not substituted: a name that differs "
+            "in a model word is another product)") if close else ""
+    return UnknownDeviceError(
         f"unknown device {name!r}.{hint} See list_devices(), or add your own with "
         f"register_device() or a YAML file in {user_devices_dir()}."
     )

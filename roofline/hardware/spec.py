@@ -2,13 +2,16 @@
 
 All numbers are stored in base units (FLOP/s, bytes/s, bytes, Hz, W, s). Validators
 accept datasheet strings (``"989.4 TFLOPS"``, ``"3.35 TB/s"``) and reject values that
-look off by a unit prefix, zero/negative peaks, unknown dtype keys and sparse peaks
-above twice the dense peak.
+look off by a unit prefix, zero/negative peaks, unknown dtype keys, sparse peaks above
+twice the dense peak, and peak-to-bandwidth ratios (ridge points) no real device has,
+which is how a 1000x slip ("989.4 GFLOPS" for a tensor-core peak, "3.35 GB/s" for HBM)
+shows even when each number alone looks plausible.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -25,6 +28,7 @@ from pydantic import (
 )
 
 from roofline.hardware.curves import MatmulPoint, MemoryPoint, check_grid
+from roofline.hardware.engines import Engine, EngineKind
 from roofline.hardware.units import (
     DTYPES,
     VECTOR_DTYPES,
@@ -44,7 +48,6 @@ __all__ = [
 ]
 
 Kind = Literal["gpu", "tpu", "accelerator", "cpu"]
-Unit = Literal["matrix", "vector"]
 
 #: Per-kernel launch/dispatch latency assumed by the overhead model when a device does
 #: not set ``launch_overhead_seconds``. A modelling constant, not a datasheet value:
@@ -64,6 +67,46 @@ DEFAULT_LAUNCH_OVERHEAD_SECONDS: dict[str, float] = {
 # Pass ``context={"plausibility": False}`` to model_validate to skip the unit-prefix
 # range checks (used for what-if devices, whose scaled peaks may leave the range).
 _NO_PLAUSIBILITY = "plausibility"
+
+# Datasheets round each figure on its own: H100's sparse fp8 prints as 3958 TFLOPS over a
+# dense 1979 (exactly 2x), but a sparse figure rounded up over a dense one rounded down can
+# exceed 2x by the rounding of 3-4 significant digits. 1% absorbs that, not a real gap.
+_ROUNDING_TOLERANCE = 1.01
+
+#: Ridge points (peak FLOP/s over memory bytes/s, FLOP/B) that real devices span, per
+#: class of peak; a peak outside its band is a unit slip. Derived from the shipped registry
+#: (tests/test_trust_hardware.py recomputes the extremes):
+#:
+#: * ``"narrow"``: matrix peaks in tf32 and narrower (dense, 2:4 sparse, fp16-accumulate).
+#:   The registry spans 37.4 (RTX 3080 Ti tf32) to 2621 (RTX 4090 int4 sparse) FLOP/B;
+#:   the band is 10x wider on each side, room for devices beyond today's extremes (B300's
+#:   int8 at 0.15 POPS on 7.7 TB/s is 19.5 FLOP/B). Since 26214 / 3.74 is 7000x, a 1000x
+#:   slip of ANY shipped narrow peak, or of its bandwidth, leaves the band.
+#: * ``"wide"``: fp64/fp32 matrix peaks and all vector peaks. The registry spans 4.47
+#:   (Gaudi 2 bf16 vector) to 113 (RTX 5000 Ada fp32 vector); the band is 100x lower at the
+#:   bottom, because cut-down fp64 parts sit far below the registry (B300: 1.25 TFLOPS fp64
+#:   on 8 TB/s, 0.16 FLOP/B, https://glennklockwood.com/garden/processors/B300), and 10x
+#:   higher at the top. It catches every 1000x slip that raises a ridge point (a peak too
+#:   high, a bandwidth too low), and one that lowers it only below 44.7 FLOP/B.
+#:
+#: Skipped for measured specs (calibration measures, it does not transcribe) and with
+#: ``plausibility=False`` (what-if devices).
+RIDGE_BANDS_FLOP_PER_BYTE: dict[str, tuple[float, float]] = {
+    "narrow": (3.74, 26214.0),
+    "wide": (0.0447, 1134.0),
+}
+_WIDE_DTYPES = ("fp64", "fp32")
+
+#: Lowest main-memory bandwidth of a memory family, bytes/s; below it is a unit slip.
+#: * HBM: one stack of first-generation HBM, 1024 data pins at 1 Gb/s = 128 GB/s (JEDEC
+#:   JESD235, https://www.jedec.org/standards-documents/docs/jesd235a); every HBM device
+#:   has at least one stack at least that fast.
+#: * GDDR: one 32-bit GDDR5 device at 3.6 Gb/s per pin, the slowest GDDR5 speed bin, is
+#:   14.4 GB/s (JESD212, https://www.jedec.org/standards-documents/docs/jesd212c); boards
+#:   have at least one. LPDDR and DDR get no floor beyond the generic unit-prefix range (a
+#:   single narrow channel is a few GB/s).
+MEMORY_BANDWIDTH_FLOORS: dict[str, float] = {"HBM": 128e9, "GDDR": 14.4e9}
+_MEMORY_TYPE = re.compile(r"(HBM|GDDR|LPDDR|DDR)\d?[A-Za-z]?")
 
 
 class DeviceSpecError(ValueError):
@@ -137,8 +180,20 @@ class Interconnect(BaseModel):
     )
 
 
-# Per-lane, per-direction payload rate in bytes/s after line encoding, by PCIe generation.
-_PCIE_LANE_BYTES_PER_S = {1: 0.25e9, 2: 0.5e9, 3: 0.985e9, 4: 1.969e9, 5: 3.938e9, 6: 7.563e9}
+# Per-lane transfer rate (GT/s, one bit per transfer and lane) and the fraction of the bits
+# left after line encoding, by PCIe generation. Gen1/2 use 8b/10b, Gen3-5 128b/130b (PCI-SIG,
+# PCIe 3.0 FAQ, http://www.pcisig.com/news_room/faqs/pcie3.0_faq/). Gen6 runs 64 GT/s
+# (PAM4) in 256-byte flits of 236 B TLP + 6 B data-link payload + 8 B CRC + 6 B FEC
+# (https://glennklockwood.com/garden/PCIe-Gen6, after PCI-SIG and Synopsys): CRC and FEC
+# are its coding overhead, 242/256. As for Gen1-5, link-layer traffic (what the 6 B DLP
+# carries) is not subtracted; counting only TLP bytes would give 236/256, 2.5% less.
+_PCIE_LINE_CODING: dict[int, tuple[float, float]] = {
+    1: (2.5e9, 8 / 10), 2: (5e9, 8 / 10), 3: (8e9, 128 / 130), 4: (16e9, 128 / 130),
+    5: (32e9, 128 / 130), 6: (64e9, 242 / 256),
+}
+# Per-lane, per-direction payload rate in bytes/s: transfers/s x coding efficiency / 8 bits.
+_PCIE_LANE_BYTES_PER_S = {gen: rate * efficiency / 8
+                          for gen, (rate, efficiency) in _PCIE_LINE_CODING.items()}
 
 
 class HostLink(BaseModel):
@@ -209,6 +264,11 @@ class DeviceSpec(BaseModel):
         "fp32 accumulation at half rate). Used with the analysis option fp16_accumulate.",
     )
     memory_bytes: Bytes | None = None
+    memory_type: str | None = Field(
+        None,
+        description="Main-memory technology, e.g. 'HBM3', 'GDDR6X', 'LPDDR5', 'DDR5' (or the "
+        "family alone, 'HBM'); HBM and GDDR set a bandwidth floor that catches unit slips.",
+    )
     bandwidth_bytes_per_s: BytesPerS = Field(description="Main-memory (HBM/GDDR/DRAM) bandwidth.")
     cache_bytes: CacheBytes | None = Field(None, description="Last-level cache.")
     compute_units: int | None = Field(None, gt=0, description="SMs / CUs / cores / TensorCores.")
@@ -286,6 +346,14 @@ class DeviceSpec(BaseModel):
             raise ValueError("memory curve has duplicate byte sizes")
         return sorted(value, key=lambda p: p.bytes)
 
+    @field_validator("memory_type")
+    @classmethod
+    def _check_memory_type(cls, value: str | None) -> str | None:
+        if value is not None and not _MEMORY_TYPE.fullmatch(value):
+            raise ValueError(f"unknown memory type {value!r}; expected e.g. HBM3, HBM2e, "
+                             "GDDR6X, LPDDR5, DDR5 (or the family: HBM, GDDR, LPDDR, DDR)")
+        return value
+
     @field_validator("efficiency")
     @classmethod
     def _check_efficiency(cls, value: dict[str, float]) -> dict[str, float]:
@@ -304,7 +372,7 @@ class DeviceSpec(BaseModel):
             dense = self.matrix_flops_per_s.get(dtype)
             if dense is None:
                 continue
-            if sparse > 2.0 * dense * 1.01:
+            if sparse > 2.0 * dense * _ROUNDING_TOLERANCE:
                 raise ValueError(
                     f"matrix_sparse_flops_per_s[{dtype!r}] = {format_quantity(sparse, 'flops')} is "
                     f"more than 2x the dense {format_quantity(dense, 'flops')}; 2:4 sparsity at "
@@ -325,7 +393,7 @@ class DeviceSpec(BaseModel):
         fp16 = self.matrix_flops_per_s.get("fp16")
         if fp16 is None:
             raise ValueError("fp16_accumulate_flops_per_s needs the fp16 matrix peak it speeds up")
-        if not fp16 <= rate <= 2.0 * fp16 * 1.01:
+        if not fp16 <= rate <= 2.0 * fp16 * _ROUNDING_TOLERANCE:
             raise ValueError(
                 f"fp16_accumulate_flops_per_s = {format_quantity(rate, 'flops')} must lie between "
                 f"the fp32-accumulate fp16 peak {format_quantity(fp16, 'flops')} and twice it "
@@ -333,46 +401,89 @@ class DeviceSpec(BaseModel):
             )
         return self
 
+    @model_validator(mode="after")
+    def _check_physically_plausible(self, info: ValidationInfo) -> DeviceSpec:
+        """Ridge points inside :data:`RIDGE_BANDS_FLOP_PER_BYTE`; HBM/GDDR bandwidth floors."""
+        if self.measured or not (info.context or {}).get(_NO_PLAUSIBILITY, True):
+            return self
+        bandwidth = self.bandwidth_bytes_per_s
+        family = _MEMORY_TYPE.fullmatch(self.memory_type or "")
+        floor = MEMORY_BANDWIDTH_FLOORS.get(family.group(1) if family else "")
+        if floor is not None and bandwidth < floor:
+            raise ValueError(
+                f"bandwidth_bytes_per_s = {format_quantity(bandwidth, 'bandwidth')} is below "
+                f"{format_quantity(floor, 'bandwidth')}, the least any {self.memory_type} device "
+                "has: GB/s written for TB/s?")
+        for field_name, dtype, rate in self._peaks():
+            band = "wide" if field_name == "vector_flops_per_s" or dtype in _WIDE_DTYPES \
+                else "narrow"
+            low, high = RIDGE_BANDS_FLOP_PER_BYTE[band]
+            ridge = rate / bandwidth
+            if not low <= ridge <= high:
+                where = f"{field_name}[{dtype!r}]" if dtype else field_name
+                raise ValueError(
+                    f"{where} = {format_quantity(rate, 'flops')} over bandwidth_bytes_per_s = "
+                    f"{format_quantity(bandwidth, 'bandwidth')} is a ridge point of "
+                    f"{ridge:.3g} FLOP/B, outside the {low:g} to {high:g} FLOP/B of real devices "
+                    "for this kind of peak: is one of them off by 1000 (GFLOPS for TFLOPS, "
+                    "GB/s for TB/s)?")
+        return self
+
+    def _peaks(self) -> list[tuple[str, str, float]]:
+        """(field, dtype, FLOP/s) of every datasheet peak."""
+        peaks = [(table, dtype, rate)
+                 for table in ("matrix_flops_per_s", "matrix_sparse_flops_per_s",
+                               "vector_flops_per_s")
+                 for dtype, rate in getattr(self, table).items()]
+        if self.fp16_accumulate_flops_per_s is not None:
+            peaks.append(("fp16_accumulate_flops_per_s", "", self.fp16_accumulate_flops_per_s))
+        return peaks
+
     def __hash__(self) -> int:  # dict fields are unhashable; hash the canonical JSON instead
         return hash(self.model_dump_json())
 
     # ------------------------------------------------------------------ queries
-    def peak_flops_per_s(self, dtype: Any, unit: Unit = "matrix") -> float | None:
-        """Dense datasheet peak for ``dtype`` on the matrix or vector units.
+    def peak_flops_per_s(self, dtype: Any, engine: Engine | EngineKind = "matrix",
+                         ) -> float | None:
+        """Dense datasheet peak for ``dtype`` on an engine.
 
         Parameters
         ----------
         dtype : torch.dtype or str
             E.g. ``torch.bfloat16``, ``"bf16"``, ``"float32"``, ``"tf32"``, ``"float8_e4m3fn"``.
-        unit : {"matrix", "vector"}
-            Tensor/matrix cores or the non-matrix (CUDA core / SIMD) units.
+            Ignored when ``engine`` is an :class:`Engine` (it names its own dtype).
+        engine : Engine or {"matrix", "vector"}
+            Tensor/matrix cores or the non-matrix (CUDA core / SIMD) units; an
+            :class:`Engine` with fp16 accumulation gives ``fp16_accumulate_flops_per_s``.
 
         Returns
         -------
         float or None
-            FLOP/s (OP/s for int dtypes); None where the device has no such unit or dtype.
+            FLOP/s (OP/s for int dtypes); None where the device has no such engine or dtype.
 
         Raises
         ------
         ValueError
-            For an unknown dtype name or unit.
+            For an unknown dtype name or engine kind.
         """
-        key = canonical_dtype(dtype)
-        if unit == "matrix":
-            return self.matrix_flops_per_s.get(key)
-        if unit == "vector":
-            return self.vector_flops_per_s.get(key)
-        raise ValueError(f"unit must be 'matrix' or 'vector', got {unit!r}")
+        e = Engine.of(engine, dtype)
+        if e.accumulate == "fp16":
+            return self.fp16_accumulate_flops_per_s
+        table = self.matrix_flops_per_s if e.matrix else self.vector_flops_per_s
+        return table.get(e.dtype)
 
-    def ridge_point(self, dtype: Any = "bf16", unit: Unit = "matrix") -> float | None:
+    def ridge_point(self, dtype: Any = "bf16", engine: Engine | EngineKind = "matrix",
+                    ) -> float | None:
         """Ridge point of the roofline in FLOP/byte: peak FLOP/s over memory bytes/s."""
-        peak = self.peak_flops_per_s(dtype, unit)
+        peak = self.peak_flops_per_s(dtype, engine)
         return None if peak is None else peak / self.bandwidth_bytes_per_s
 
-    def attainable_flops_per_s(self, dtype: Any, unit: Unit = "matrix") -> float | None:
-        """Peak times ``efficiency[unit]`` (the peak itself when no efficiency is set)."""
-        peak = self.peak_flops_per_s(dtype, unit)
-        return None if peak is None else peak * self.efficiency.get(unit, 1.0)
+    def attainable_flops_per_s(self, dtype: Any, engine: Engine | EngineKind = "matrix",
+                               ) -> float | None:
+        """Peak times ``efficiency[engine kind]`` (the peak itself when no efficiency is set)."""
+        e = Engine.of(engine, dtype)
+        peak = self.peak_flops_per_s(dtype, e)
+        return None if peak is None else peak * self.efficiency.get(e.kind, 1.0)
 
     @property
     def attainable_bandwidth_bytes_per_s(self) -> float:
@@ -417,16 +528,16 @@ class DeviceSpec(BaseModel):
         return validate_device(data, origin="with_overrides()")
 
     def scaled(
-        self, flops: float = 1.0, bandwidth: float = 1.0, name: str | None = None
+        self, flops_factor: float = 1.0, bandwidth_factor: float = 1.0, name: str | None = None
     ) -> DeviceSpec:
-        """What-if device: every peak times ``flops``, memory bandwidth times ``bandwidth``.
+        """What-if device: every peak times ``flops_factor``, bandwidth times ``bandwidth_factor``.
 
         Parameters
         ----------
-        flops : float
+        flops_factor : float
             Factor applied to all matrix, sparse and vector peaks (and the measured matmul
             curve and depthwise rates); must be > 0.
-        bandwidth : float
+        bandwidth_factor : float
             Factor applied to ``bandwidth_bytes_per_s`` (and the measured memory curve);
             must be > 0.
         name : str, optional
@@ -437,13 +548,14 @@ class DeviceSpec(BaseModel):
         ValueError
             If a factor is not a finite number > 0.
         """
-        for label, factor in (("flops", flops), ("bandwidth", bandwidth)):
+        flops, bandwidth = flops_factor, bandwidth_factor
+        for label, factor in (("flops_factor", flops), ("bandwidth_factor", bandwidth)):
             if (
                 isinstance(factor, bool)
                 or not isinstance(factor, (int, float))
                 or not 0 < factor < float("inf")
             ):
-                raise ValueError(f"{label} factor must be a finite number > 0, got {factor!r}")
+                raise ValueError(f"{label} must be a finite number > 0, got {factor!r}")
         parts = [
             f"{flops:g}x FLOP/s" if flops != 1 else "",
             f"{bandwidth:g}x bandwidth" if bandwidth != 1 else "",

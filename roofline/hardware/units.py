@@ -13,6 +13,8 @@ import re
 from decimal import Decimal
 from typing import Any
 
+from roofline._si import si
+
 __all__ = [
     "DTYPES",
     "PLAUSIBLE",
@@ -173,11 +175,21 @@ def parse_quantity(value: Any, kind: str) -> float:
     return value
 
 
+# Commas are thousands separators only: "1,979" is 1979, but "1,5" (a decimal comma) would
+# silently read as 15.
+_THOUSANDS = re.compile(r"[-+]?[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?")
+
+
 def _parse_string(text: str, kind: str) -> float:
     match = re.fullmatch(r"\s*([-+]?[0-9][0-9,_]*\.?[0-9]*(?:[eE][-+]?[0-9]+)?)\s*(\S*)\s*", text)
     if match is None:
         raise ValueError(f"cannot parse {text!r} as a {kind} quantity")
     number, unit = match.group(1), match.group(2)
+    if "," in number and not _THOUSANDS.fullmatch(number):
+        raise ValueError(
+            f"{text!r}: a comma is read only as a thousands separator (groups of 3 digits, "
+            f"'1,979'); write the decimal point as '.', e.g. {number.replace(',', '.')!r}"
+        )
     if not unit:
         return _scaled(number, 1.0)
     if kind == "seconds":
@@ -223,13 +235,4 @@ def _label(kind: str) -> str:
 
 def format_quantity(value: float, kind: str) -> str:
     """Format a base-unit value with an SI prefix, e.g. ``9.894e14`` -> ``"989.4 TFLOP/s"``."""
-    label = _label(kind)
-    if kind == "seconds":
-        for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
-            if abs(value) >= scale:
-                return f"{value / scale:.4g} {unit}"
-        return f"{value:g} s"
-    for prefix in ("E", "P", "T", "G", "M", "k"):
-        if abs(value) >= _SI[prefix]:
-            return f"{value / _SI[prefix]:.4g} {prefix}{label}"
-    return f"{value:.4g} {label}"
+    return si(value, _label(kind), digits=4)

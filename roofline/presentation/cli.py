@@ -1,14 +1,20 @@
-"""The ``roofline`` command line (also ``python -m roofline``)."""
+"""The ``roofline`` command line (also ``python -m roofline``).
+
+Arguments are checked as they are parsed (argparse exits with 2 and names the flag);
+any other error is one line and exit code 1; a prediction that is not a finite number
+is an error, never printed.
+"""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import json
+import math
 import sys
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -19,6 +25,51 @@ _DTYPES = {"fp32": None, "float32": None, "tf32": None, "bf16": torch.bfloat16,
            "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}
 
 
+def _int_at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse ``type=``: a whole number >= ``minimum`` (a batch of 0 has no step)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected a whole number >= {minimum}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        return value
+    return parse
+
+
+def _seconds(text: str) -> float:
+    """An argparse ``type=``: finite seconds >= 0 (``float()`` also accepts nan and inf)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0, got {text}")
+    return value
+
+
+def _factor(text: str) -> float:
+    """An argparse ``type=``: a finite factor > 0 (``--flops 2`` is twice the FLOP/s)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return value
+
+
+def _require_finite(**predicted: float) -> None:
+    """Refuse to print a prediction that is not a number (it would read ``nanx``)."""
+    for name, value in predicted.items():
+        if not math.isfinite(value):
+            raise ValueError(
+                f"the predicted {name} is {value}, not a finite number; check the what-if "
+                "factors, the device file and the model's sizes (--debug shows where)")
+
+
 def _progress(args: argparse.Namespace, text: str) -> None:
     if not args.json:
         print(text, file=sys.stderr, flush=True)
@@ -26,32 +77,39 @@ def _progress(args: argparse.Namespace, text: str) -> None:
 
 def _trace(args: argparse.Namespace, device: Any) -> Any:
     from roofline.presentation.models import load_model
-    from roofline.tracing import trace
+    from roofline.tracing import FakeModeError, trace
 
     if args.dtype not in _DTYPES:
         raise ValueError(f"unknown --dtype {args.dtype!r}; choose from {', '.join(_DTYPES)}")
-    zm = load_model(args.model, batch_size=args.batch_size, seq_len=args.seq_len)
     # fake tensors give the same counts without the memory, and a steady-state optimizer
-    # step (real tensors with a fresh optimizer would include its one-off state set-up)
-    fake = True
+    # step (real tensors with a fresh optimizer would include its one-off state set-up);
+    # a fake trace needs no weights, so the model is built on the meta device
+    fake = not args.real
+    zm = load_model(args.model, batch_size=args.batch_size, seq_len=args.seq_len,
+                    device="meta" if fake else None)
+    if not fake and any(p.is_meta for p in zm.model.parameters()):
+        raise ValueError(f"{zm.name} is built on the meta device (it has no weights to run "
+                         "real tensors through); trace it on fake tensors: drop --real")
     inputs = zm.train_inputs if args.train else zm.inputs
     optimizer = (torch.optim.AdamW(zm.model.parameters(), foreach=True)
                  if args.train else None)
-    if not args.train:
-        zm.model.eval()
     mode = "training step" if args.train else "inference"
-    _progress(args, f"tracing {zm.name} ({mode}, {args.dtype}, fake tensors)...")
+    tensors = "fake tensors" if fake else "real tensors"
+    _progress(args, f"tracing {zm.name} ({mode}, {args.dtype}, {tensors})...")
     start = time.perf_counter()
     amp = _DTYPES[args.dtype]
     with contextlib.ExitStack() as stack:
         if amp is not None:
             stack.enter_context(torch.autocast("cpu", dtype=amp))
         grad = contextlib.nullcontext() if args.train else torch.no_grad()
-        with grad:
-            t = trace(zm.model, *inputs, train=args.train, optimizer=optimizer, fake=fake,
-                      loss_fn=_scalar_loss if args.train else None,
-                      attention=args.attention or ("as-run" if device.kind == "cpu"
-                                                   else "fused"))
+        try:
+            with grad:
+                t = trace(zm.model, *inputs, train=args.train, optimizer=optimizer, fake=fake,
+                          loss_fn=_scalar_loss if args.train else None,
+                          attention=args.attention or ("as-run" if device.kind == "cpu"
+                                                       else "fused"))
+        except FakeModeError as e:  # its advice names the API's fake=False
+            raise FakeModeError(f"{e} On the command line: --real.") from e
     _progress(args, f"traced {len(t.ops)} ops in {time.perf_counter() - start:.1f} s")
     t.meta.update(model=zm.name, dtype=args.dtype, **{k: v for k, v in zm.config.items()
                                                       if isinstance(v, (int, float, str))})
@@ -75,7 +133,7 @@ def _json(data: dict[str, Any]) -> str:
 def _options(args: argparse.Namespace) -> dict[str, Any]:
     opts: dict[str, Any] = {"tf32_matmul": args.dtype == "tf32",
                             "fp16_accumulate": args.fp16_accumulate}
-    if args.host_seconds:
+    if args.host_seconds:  # finite and >= 0: checked by _seconds
         opts["host_seconds"] = args.host_seconds
     return opts
 
@@ -101,8 +159,10 @@ def cmd_analyze(args: argparse.Namespace) -> str:
     device = _device(args.device)
     t = _trace(args, device)
     a = analyze(t, device, **_options(args))
+    _require_finite(seconds=a.seconds)
     if args.compare:
         c = compare(t, device, _device(args.compare), **_options(args))
+        _require_finite(seconds=c.dst.seconds, speedup=c.speedup)
         if args.json:
             return _json(tables.comparison_dict(c))
         return tables.analysis_table(a, args.top) + "\n\n" + tables.comparison_table(c)
@@ -117,8 +177,12 @@ def cmd_what_if(args: argparse.Namespace) -> str:
 
     device = _device(args.device)
     t = _trace(args, device)
-    c = what_if(t, device, flops=args.flops, bandwidth=args.bandwidth,
-                **_options(args))
+    # only the factors given: what_if keeps the others at 1x, and with neither asks
+    # the question the tool is named for (2x FLOP/s)
+    factors = {k: v for k, v in (("flops", args.flops), ("bandwidth", args.bandwidth))
+               if v is not None}
+    c = what_if(t, device, **factors, **_options(args))
+    _require_finite(seconds=c.dst.seconds, speedup=c.speedup)
     if args.json:
         return _json(tables.comparison_dict(c))
     return tables.comparison_table(c)
@@ -160,9 +224,14 @@ def _model_args(p: argparse.ArgumentParser) -> None:
                                  "mlp, llama-7b), transformers:<Config> or package.module:factory")
     p.add_argument("--device", required=True,
                    help="device name (h100, a100, mi300x) or a device file (.json/.yaml)")
-    p.add_argument("--train", action="store_true", help="trace a training step (AdamW)")
-    p.add_argument("--batch-size", type=int)
-    p.add_argument("--seq-len", type=int)
+    p.add_argument("--train", action="store_true",
+                   help="trace a training step (forward, loss, backward, AdamW) with the "
+                        "model in train(); without it, inference: no_grad, with the model in "
+                        "eval() (dropout off, batch norm's running statistics), as "
+                        "roofline.trace does")
+    p.add_argument("--batch-size", type=_int_at_least(1), help="default: the model's own")
+    p.add_argument("--seq-len", type=_int_at_least(1),
+                   help="tokens per sequence (sequence models); default: the model's own")
     p.add_argument("--dtype", default="fp32", help="fp32, tf32, bf16 or fp16 (mixed precision)")
     p.add_argument("--fp16-accumulate", action="store_true",
                    help="fp16 matmuls accumulate in fp16 (GeForce: twice the tensor rate)")
@@ -170,11 +239,19 @@ def _model_args(p: argparse.ArgumentParser) -> None:
                    help="attention with dropout as CUDA's fused kernel (default); every "
                         "attention written out as matmul/softmax/dropout; or as the CPU runs it "
                         "(the default when --device is a CPU)")
-    p.add_argument("--fake", action="store_true",
-                   help="fake tensors, allocate nothing (always on; kept for scripts)")
-    p.add_argument("--host-seconds", type=float, default=0.0,
+    tensors = p.add_mutually_exclusive_group()
+    tensors.add_argument("--fake", action="store_true",
+                         help="trace on fake tensors, building the model on the meta device: "
+                              "nothing is allocated and a training step is a steady-state "
+                              "one (the default; the flag is kept for scripts)")
+    tensors.add_argument("--real", action="store_true",
+                         help="build the model with real weights and trace on real tensors "
+                              "(for models whose ops depend on tensor values); with --train "
+                              "the fresh optimizer's one-off state set-up is then included "
+                              "in the step")
+    p.add_argument("--host-seconds", type=_seconds, default=0.0,
                    help="time per step off the device (data loading), kept fixed")
-    p.add_argument("--top", type=int, default=15, help="ops to list")
+    p.add_argument("--top", type=_int_at_least(0), default=15, help="ops to list")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -191,8 +268,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("what-if", help="speedup if the device had more FLOP/s or bandwidth")
     _model_args(p)
-    p.add_argument("--flops", type=float, default=2.0, help="FLOP/s factor")
-    p.add_argument("--bandwidth", type=float, default=1.0, help="bandwidth factor")
+    p.add_argument("--flops", type=_factor,
+                   help="FLOP/s factor (1 if only --bandwidth is given; 2 if neither is)")
+    p.add_argument("--bandwidth", type=_factor, help="memory bandwidth factor (default 1)")
     p.set_defaults(func=cmd_what_if)
 
     p = sub.add_parser("devices", help="the hardware registry")
@@ -202,7 +280,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("calibrate", help="measure achievable peaks, bandwidth and overhead")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or mps")
     p.add_argument("--dtypes", default="float32", help="comma-separated, e.g. float32,bfloat16")
-    p.add_argument("--threads", type=int, help="CPU threads (default: torch's current)")
+    p.add_argument("--threads", type=_int_at_least(1),
+                   help="CPU threads (default: torch's current)")
     p.add_argument("--full", action="store_true", help="larger sizes (slower)")
     p.add_argument("--no-cache", action="store_true", help="measure again")
     p.add_argument("--save", metavar="FILE.json",
@@ -225,7 +304,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:
         if args.debug:
             traceback.print_exc()
-        msg = str(e).strip().strip("'\"") or type(e).__name__
+        # str(KeyError("x")) is "'x'" (its repr); every other message is printed whole
+        text = e.args[0] if isinstance(e, KeyError) and len(e.args) == 1 else e
+        msg = str(text).strip() or type(e).__name__
         print(f"roofline: error: {msg}", file=sys.stderr)
         return 1
     return 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 from typing import Any
 
@@ -11,16 +12,37 @@ from roofline.zoo import ZooModel, get_model
 
 
 def load_model(spec: str, *, batch_size: int | None = None, seq_len: int | None = None,
-               image_size: int | None = None) -> ZooModel:
-    """Build the model a CLI user named, with example inputs."""
+               image_size: int | None = None, device: str | None = None) -> ZooModel:
+    """Build the model a CLI user named, with example inputs.
+
+    Parameters
+    ----------
+    spec : str
+        A zoo name, ``transformers:<Config>`` or ``package.module:factory``.
+    batch_size, seq_len, image_size : int, optional
+        Input shape; ``None`` keeps the model's own.
+    device : str, optional
+        Where to build model and inputs. ``"meta"`` allocates no weights (a fake trace
+        turns meta tensors into fake CPU tensors, so a 7B model costs nothing); a factory
+        that cannot run on meta (it reads tensor values) is then built as it builds
+        itself. ``None``: the CPU, or the zoo entry's own device (meta for llama-7b).
+    """
     if spec.startswith("transformers:"):
-        return _transformers(spec.split(":", 1)[1], batch_size or 8, seq_len or 128)
+        return _transformers(spec.split(":", 1)[1], batch_size or 8, seq_len or 128, device)
     if ":" in spec:
-        return _factory(spec, batch_size=batch_size, seq_len=seq_len, image_size=image_size)
-    return get_model(spec, batch_size=batch_size, seq_len=seq_len, image_size=image_size)
+        return _factory(spec, device, batch_size=batch_size, seq_len=seq_len,
+                        image_size=image_size)
+    return get_model(spec, batch_size=batch_size, seq_len=seq_len, image_size=image_size,
+                     device=device)
 
 
-def _transformers(config_name: str, batch_size: int, seq_len: int) -> ZooModel:
+def _on(device: str | None) -> contextlib.AbstractContextManager[Any]:
+    """Make ``device`` the default for new tensors (nothing for ``None``)."""
+    return torch.device(device) if device is not None else contextlib.nullcontext()
+
+
+def _transformers(config_name: str, batch_size: int, seq_len: int,
+                  device: str | None) -> ZooModel:
     """A Hugging Face model built from its config class (random init, no download)."""
     try:
         import transformers
@@ -32,16 +54,17 @@ def _transformers(config_name: str, batch_size: int, seq_len: int) -> ZooModel:
                          "(use e.g. transformers:GPT2Config)")
     config = config_cls()
     model = None
-    for auto in ("AutoModelForCausalLM", "AutoModelForMaskedLM", "AutoModel"):
-        try:
-            model = getattr(transformers, auto).from_config(config)
-            break
-        except ValueError:
-            continue
-    if model is None:
-        raise ValueError(f"no transformers model class accepts {config_name}")
-    vocab = getattr(config, "vocab_size", 1000)
-    ids = torch.randint(0, vocab, (batch_size, seq_len))
+    with _on(device):  # LlamaConfig() is the 6.7B model: on meta, no 27 GB of weights
+        for auto in ("AutoModelForCausalLM", "AutoModelForMaskedLM", "AutoModel"):
+            try:
+                model = getattr(transformers, auto).from_config(config)
+                break
+            except ValueError:
+                continue
+        if model is None:
+            raise ValueError(f"no transformers model class accepts {config_name}")
+        vocab = getattr(config, "vocab_size", 1000)
+        ids = torch.randint(0, vocab, (batch_size, seq_len))
 
     class _LM(torch.nn.Module):
         def __init__(self, inner: torch.nn.Module) -> None:
@@ -58,7 +81,7 @@ def _transformers(config_name: str, batch_size: int, seq_len: int) -> ZooModel:
                     {"batch_size": batch_size, "seq_len": seq_len})
 
 
-def _factory(spec: str, **kwargs: Any) -> ZooModel:
+def _factory(spec: str, device: str | None, **kwargs: Any) -> ZooModel:
     """``package.module:factory``: the factory returns a ZooModel or ``(model, inputs)``."""
     module_name, _, attr = spec.partition(":")
     try:
@@ -66,7 +89,13 @@ def _factory(spec: str, **kwargs: Any) -> ZooModel:
     except (ImportError, AttributeError) as e:
         raise ValueError(f"cannot import {spec!r}: {e}") from e
     accepted = {k: v for k, v in kwargs.items() if v is not None}
-    made = factory(**accepted)
+    try:
+        with _on(device):
+            made = factory(**accepted)
+    except (RuntimeError, NotImplementedError):
+        if device != "meta":
+            raise
+        made = factory(**accepted)  # it reads tensor values, which meta tensors lack
     if isinstance(made, ZooModel):
         return made
     if isinstance(made, tuple) and len(made) == 2 and isinstance(made[0], torch.nn.Module):

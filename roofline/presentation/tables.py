@@ -5,23 +5,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from roofline._si import si
 from roofline.analysis import Analysis, Comparison
-
-
-def si(x: float, unit: str = "") -> str:
-    """``1.23 G`` style formatting."""
-    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(x) >= scale:
-            return f"{x / scale:.3g} {prefix}{unit}"
-    return f"{x:.3g} {unit}".rstrip()
+from roofline.presentation.explain import explain
 
 
 def seconds(x: float) -> str:
-    if x >= 1:
-        return f"{x:.3f} s"
-    if x >= 1e-3:
-        return f"{x * 1e3:.3f} ms"
-    return f"{x * 1e6:.1f} us"
+    """A time with its SI prefix, four significant digits (``45.3 ms``)."""
+    return si(x, "s", digits=4)
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
@@ -68,7 +59,7 @@ def comparison_table(c: Comparison) -> str:
         f"{c.src.device.name} -> {c.dst.device.name}: predicted speedup {c.speedup:.2f}x "
         f"({seconds(c.src.seconds)} -> {seconds(c.dst.seconds)})", "",
         _table(["category", "", c.src.device.name, c.dst.device.name, "speedup"], rows), "",
-        c.explain()])
+        explain(c)])
 
 
 def finite(x: Any) -> Any:
@@ -99,4 +90,4 @@ def analysis_dict(a: Analysis, top: int = 15) -> dict[str, Any]:
 def comparison_dict(c: Comparison) -> dict[str, Any]:
     return {"src": analysis_dict(c.src), "dst": analysis_dict(c.dst), "speedup": c.speedup,
             "by_category": c.by_category(), "by_bound": c.by_bound(),
-            "limits": c.speedup_limits(), "explanation": c.explain()}
+            "limits": c.speedup_limits(), "explanation": explain(c)}

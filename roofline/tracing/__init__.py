@@ -2,14 +2,16 @@
 
 from roofline.tracing.attention import AttentionMode
 from roofline.tracing.ops import register_formula, register_no_flops
-from roofline.tracing.records import Breakdown, OpRecord, Totals, Trace
+from roofline.tracing.records import MATRIX_CATEGORIES, Breakdown, Category, OpRecord, Totals, Trace
 from roofline.tracing.step import trace
 from roofline.tracing.tracer import Capture, FakeModeError, RooflineWarning, capture
 
 __all__ = [
+    "MATRIX_CATEGORIES",
     "AttentionMode",
     "Breakdown",
     "Capture",
+    "Category",
     "FakeModeError",
     "OpRecord",
     "RooflineWarning",

@@ -3,12 +3,29 @@
 Conventions (one place, used everywhere):
 
 * A FLOP is one floating-point operation; a multiply-add is 2 FLOPs.
+* A formula's parameters are named as the op's schema names its arguments
+  (``self``, ``input``, ``grad_output``, ``query``, ``is_causal``...); it takes the
+  ones it needs and ignores the rest with ``**_``. Tensors arrive as shapes, the
+  output's as ``out_shape``.
 * Pointwise ops cost, per output element, the arithmetic of their defining
   formula; a transcendental (exp, log, tanh, erf, sqrt, rsqrt, sin, cos) or a
   comparison/select counts 1. The per-op counts are in the tables below.
+* Complex dtypes: formulas count real arithmetic, and the registry multiplies by
+  the family's ``complex_flops`` (:mod:`roofline.tracing.ops`): a complex add or
+  subtract is 2 real FLOPs, a multiply ``(a+bi)(c+di)`` 4 products + 2 adds = 6, a
+  multiply-add 8 (a matmul, counted at 2 per multiply-add, has factor 4: an
+  ``(m, k) @ (k, n)`` complex matmul is ``8mkn``). Ops without a factor (exp, abs,
+  softmax... of complex tensors) are recorded uncounted, not guessed.
 * Reductions cost one FLOP per input element (a sum of n values is n-1 adds,
   rounded to n), plus the final arithmetic per output element where there is
   some (mean: one divide).
+* Sorting counts comparisons as FLOPs (as the pointwise comparisons are): a sort
+  of ``n`` values compares ``n log2 n`` times per sorted row (a comparison sort's
+  order of work), a top-k ``n log2 k`` (a size-k heap: each value sifts through
+  ``log2 k`` levels, at least one comparison with the heap's minimum).
+* Scatters that accumulate (``scatter_add``, ``index_add``, ``index_put`` with
+  ``accumulate``, ``scatter``/``scatter_reduce`` with a ``reduce``) cost one FLOP
+  per source element they use; plain scatters and gathers move data only.
 * Causal attention counts only the query-key pairs the kernel computes: with
   torch's top-left causal mask, query ``i`` sees keys ``0..i``, so a square
   ``L x L`` head computes ``L(L+1)/2`` pairs instead of ``L^2``. Each pair costs
@@ -32,9 +49,15 @@ from roofline.tracing.ops import (
     copy_from_src,
     fused_optimizer,
     gather,
+    index_add_bytes,
+    index_copy_bytes,
+    index_put_bytes,
+    indexed_numel,
     no_bytes,
     register_formula,
     register_no_flops,
+    scatter_add_bytes,
+    scatter_bytes,
     write_only,
 )
 
@@ -50,6 +73,12 @@ def numel(shape: Any) -> int:
 
 def _total(shapes: Sequence[Any]) -> int:
     return sum(math.prod(s) for s in shapes if s is not None)
+
+
+# Real FLOPs per counted FLOP of a pointwise op in a complex dtype: add/sub/negate act on
+# both parts (2); (a+bi)(c+di) = (ac-bd) + (ad+bc)i is 4 products + 2 adds (6). A real
+# operand is promoted to complex by the kernel, which then multiplies in full.
+_COMPLEX_POINTWISE = {aten.add: 2, aten.sub: 2, aten.rsub: 2, aten.neg: 2, aten.mul: 6}
 
 
 # --- pointwise --------------------------------------------------------------------
@@ -83,74 +112,141 @@ _POINTWISE: dict[int, list[Any]] = {
 
 for _cost, _ops in _POINTWISE.items():
     def _make(cost: int) -> Any:
-        def pointwise_flop(*args: Any, out_shape: Any = None, **kwargs: Any) -> int:
-            if out_shape is None:  # in-place: the mutated self
-                return cost * numel(args[0])
-            return cost * numel(out_shape)
+        def pointwise_flop(out_shape: Any = None, self: Any = None, **_: Any) -> int:
+            # per output element; an op returning nothing (an in-place form): per element
+            # of the tensor it mutates
+            return cost * numel(self if out_shape is None else out_shape)
         return pointwise_flop
 
-    register_formula(*_ops, category="pointwise")(_make(_cost))
+    for _op in _ops:
+        register_formula(_op, category="pointwise",
+                         complex_flops=_COMPLEX_POINTWISE.get(_op))(_make(_cost))
 
 
 @register_formula(aten.gelu, category="pointwise")
-def gelu_flop(x: Any, *args: Any, approximate: str = "none", out_shape: Any = None) -> int:
+def gelu_flop(self: Any, approximate: str = "none", **_: Any) -> int:
     # erf form: 0.5*x*(1+erf(x/sqrt2)) = 5;
     # tanh form: 0.5*x*(1+tanh(k*(x+0.044715*x^3))) = x^3 (2) + 7 = 9
-    return (9 if approximate == "tanh" else 5) * numel(x)
+    return (9 if approximate == "tanh" else 5) * numel(self)
 
 
 @register_formula(aten.gelu_backward, category="pointwise")
-def gelu_backward_flop(grad: Any, x: Any, *args: Any, approximate: str = "none",
-                       out_shape: Any = None) -> int:
+def gelu_backward_flop(grad_output: Any, approximate: str = "none", **_: Any) -> int:
     # erf: cdf (4) + pdf x*exp(-x^2/2)/sqrt(2pi) (5) + cdf + x*pdf (2) + *grad (1) = 12;
     # tanh: inner (4) + tanh (1) + 0.5(1+t) (2) + 1-t^2 (2) + k(1+3c x^2) (3)
     #       + products (3) + sum (1) + *grad (1) = 17
-    return (17 if approximate == "tanh" else 12) * numel(grad)
+    return (17 if approximate == "tanh" else 12) * numel(grad_output)
 
 
 # --- reductions ---------------------------------------------------------------------
 
-@register_formula(aten.sum, aten.amax, aten.amin, aten.max, aten.min, aten.argmax,
-                  aten.argmin, aten.prod, aten.cumsum, aten.any, aten.all, aten.logsumexp,
-                  aten.nansum, category="reduction")
-def reduction_flop(x: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+# a complex sum adds both parts (2 per element); a complex product multiplies (6)
+@register_formula(aten.sum, aten.cumsum, aten.nansum, category="reduction", complex_flops=2)
+@register_formula(aten.prod, category="reduction", complex_flops=6)
+@register_formula(aten.amax, aten.amin, aten.max, aten.min, aten.argmax, aten.argmin,
+                  aten.any, aten.all, aten.logsumexp, category="reduction")
+def reduction_flop(self: Any, **_: Any) -> int:
     # one op per input element; max/min with two tensors are elementwise: same count
-    return numel(x)
+    return numel(self)
 
 
-@register_formula(aten.mean, category="reduction")
-def mean_flop(x: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
-    # sum (n) + one divide per output
-    return numel(x) + numel(out_shape)
+@register_formula(aten.mean, category="reduction", complex_flops=2)
+def mean_flop(self: Any, out_shape: Any = None, **_: Any) -> int:
+    # sum (n) + one divide per output (complex: both parts divided by the real count)
+    return numel(self) + numel(out_shape)
 
 
 @register_formula(aten.var, aten.std, aten.var_mean, aten.std_mean, category="reduction")
-def var_flop(x: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+def var_flop(self: Any, out_shape: Any = None, **_: Any) -> int:
     # mean (n), x - mean (n), square (n), sum (n) + divides per output
-    return 4 * numel(x) + 2 * numel(out_shape)
+    return 4 * numel(self) + 2 * numel(out_shape)
 
 
 @register_formula(aten.linalg_vector_norm, aten.norm, category="reduction")
-def norm_flop(x: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+def norm_flop(self: Any, out_shape: Any = None, **_: Any) -> int:
     # |x|^p (n) + sum (n) + root per output
-    return 2 * numel(x) + numel(out_shape)
+    return 2 * numel(self) + numel(out_shape)
+
+
+# --- sorting ------------------------------------------------------------------------------
+
+def _rows_and_length(shape: Any, dim: int) -> tuple[int, int]:
+    """(independent rows, length of each) of an op along ``dim``."""
+    if not shape:  # a 0-d tensor is one row of one value
+        return 1, 1
+    n = shape[dim]
+    return (numel(shape) // n if n else 0), n
+
+
+@register_formula(aten.sort, aten.argsort, category="memory")
+def sort_flop(self: Any, dim: int = -1, **_: Any) -> int:
+    # a comparison sort of n values: n log2 n comparisons per sorted row
+    rows, n = _rows_and_length(self, dim)
+    return round(rows * n * math.log2(n)) if n > 1 else 0
+
+
+@register_formula(aten.topk, category="memory")
+def topk_flop(self: Any, k: int, dim: int = -1, **_: Any) -> int:
+    # a size-k heap per row: each of the n values is compared with the heap's minimum
+    # and, if it enters, sifts down log2 k levels: n log2 k, at least n
+    rows, n = _rows_and_length(self, dim)
+    return round(rows * n * max(1.0, math.log2(k))) if k > 0 else 0
+
+
+# --- scatters and indexed writes ----------------------------------------------------------
+
+@register_formula(aten.scatter, category="memory", bytes_rule=scatter_bytes)
+def scatter_flop(index: Any, reduce: str | None = None, **_: Any) -> int:
+    # a plain scatter moves data; with reduce ("add", "multiply") one op per index element
+    return numel(index) if reduce is not None else 0
+
+
+@register_formula(aten.scatter_add, category="memory", bytes_rule=scatter_add_bytes)
+def scatter_add_flop(index: Any, **_: Any) -> int:
+    # one add per source element used: src is read at the index's positions only
+    return numel(index)
+
+
+@register_formula(aten.scatter_reduce, category="memory", bytes_rule=scatter_bytes)
+def scatter_reduce_flop(self: Any, index: Any, reduce: str, **_: Any) -> int:
+    # sum/prod/amax/amin: one op per source element used; mean also counts each source
+    # element (n adds into a count tensor) and ATen then divides the whole output by the
+    # counts (one divide per element of self)
+    if reduce == "mean":
+        return 2 * numel(index) + numel(self)
+    return numel(index)
+
+
+@register_formula(aten.index_add, category="memory", bytes_rule=index_add_bytes)
+def index_add_flop(source: Any, alpha: Any = 1, **_: Any) -> int:
+    # one add per source element, and a multiply when scaled by alpha
+    return (1 if alpha == 1 else 2) * numel(source)
+
+
+register_no_flops("memory", aten.index_copy, bytes_rule=index_copy_bytes)
+
+
+@register_formula(aten.index_put, category="memory", bytes_rule=index_put_bytes, get_raw=True)
+def index_put_flop(self: Any, indices: Any, accumulate: bool = False, **_: Any) -> int:
+    # x[idx] += v: one add per indexed element; x[idx] = v moves data only
+    return indexed_numel(self, indices) if accumulate else 0
 
 
 # --- softmax ----------------------------------------------------------------------------
 
 @register_formula(aten._softmax, aten._log_softmax, aten._safe_softmax,
                   category="softmax")
-def softmax_flop(x: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+def softmax_flop(self: Any, **_: Any) -> int:
     # max (n), x - max (n), exp (n), sum (n), divide (n) -- log_softmax: log per row
     # and a subtract instead of the divide: same 5n
-    return 5 * numel(x)
+    return 5 * numel(self)
 
 
 @register_formula(aten._softmax_backward_data, aten._log_softmax_backward_data,
                   category="softmax")
-def softmax_backward_flop(grad: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+def softmax_backward_flop(grad_output: Any, **_: Any) -> int:
     # softmax: s = sum(g*y) (2n), y*(g - s) (2n); log_softmax: g - exp(y)*sum(g) (4n)
-    return 4 * numel(grad)
+    return 4 * numel(grad_output)
 
 
 # --- normalization ----------------------------------------------------------------------
@@ -159,79 +255,51 @@ def _affine(weight: Any, bias: Any) -> int:
     return (weight is not None) + (bias is not None)
 
 
-@register_formula(aten.native_layer_norm, category="normalization")
-def layer_norm_flop(x: Any, normalized_shape: Any, weight: Any = None, bias: Any = None,
-                    *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+@register_formula(aten.native_layer_norm, aten.native_group_norm, category="normalization")
+def layer_norm_flop(input: Any, weight: Any = None, bias: Any = None, **_: Any) -> int:
     # mean (n), x - mean (n), square (n), sum (n), * rstd (n) = 5n, + affine (n each)
-    return (5 + _affine(weight, bias)) * numel(x)
-
-
-@register_formula(aten.native_group_norm, category="normalization")
-def group_norm_flop(x: Any, weight: Any = None, bias: Any = None, *args: Any,
-                    out_shape: Any = None, **kwargs: Any) -> int:
-    return (5 + _affine(weight, bias)) * numel(x)
+    return (5 + _affine(weight, bias)) * numel(input)
 
 
 @register_formula(aten.native_batch_norm, aten._native_batch_norm_legit,
                   aten._native_batch_norm_legit_functional, aten._batch_norm_with_update,
                   category="normalization")
-def batch_norm_flop(x: Any, weight: Any = None, bias: Any = None, *args: Any,
-                    out_shape: Any = None, **kwargs: Any) -> int:
+def batch_norm_flop(input: Any, weight: Any = None, bias: Any = None, training: bool = True,
+                    **_: Any) -> int:
     # training: statistics (4n) + normalise (1n) + affine; running-stat update is per channel.
-    # eval (the first bool argument, ``training``, is False): (x - mean) * rstd (2n) + affine
-    training = next((a for a in args if isinstance(a, bool)), True)
-    return ((5 if training else 2) + _affine(weight, bias)) * numel(x)
+    # eval (training=False): (x - mean) * rstd (2n) + affine. _batch_norm_with_update has
+    # no training argument: it always computes statistics.
+    return ((5 if training else 2) + _affine(weight, bias)) * numel(input)
 
 
 @register_formula(aten._native_batch_norm_legit_no_training, aten._batch_norm_no_update,
                   category="normalization")
-def batch_norm_inference_flop(x: Any, weight: Any = None, bias: Any = None, *args: Any,
-                              out_shape: Any = None, **kwargs: Any) -> int:
+def batch_norm_inference_flop(input: Any, weight: Any = None, bias: Any = None,
+                              **_: Any) -> int:
     # (x - mean) * rstd: 2n, + affine
-    return (2 + _affine(weight, bias)) * numel(x)
+    return (2 + _affine(weight, bias)) * numel(input)
 
 
-def _norm_backward(n: int, mask: Sequence[bool]) -> int:
+@register_formula(aten.native_layer_norm_backward, aten.native_batch_norm_backward,
+                  aten.batch_norm_backward, aten.native_group_norm_backward,
+                  category="normalization")
+def norm_backward_flop(input: Any, output_mask: Sequence[bool], **_: Any) -> int:
     # grad_input: xhat (2n), g*w (n), two row sums (3n), combine (4n) = 10n;
     # grad_weight: sum(g*xhat) (2n); grad_bias: sum(g) (n)
-    return (10 * mask[0] + 2 * mask[1] + mask[2]) * n
-
-
-@register_formula(aten.native_layer_norm_backward, category="normalization")
-def layer_norm_backward_flop(grad: Any, x: Any, normalized_shape: Any, mean: Any, rstd: Any,
-                             weight: Any, bias: Any, output_mask: Sequence[bool],
-                             out_shape: Any = None, **kwargs: Any) -> int:
-    return _norm_backward(numel(x), output_mask)
-
-
-@register_formula(aten.native_batch_norm_backward, aten.batch_norm_backward,
-                  category="normalization")
-def batch_norm_backward_flop(grad: Any, x: Any, *args: Any, out_shape: Any = None,
-                             **kwargs: Any) -> int:
-    mask = next(a for a in args if isinstance(a, (list, tuple)) and len(a) == 3)
-    return _norm_backward(numel(x), mask)
-
-
-@register_formula(aten.native_group_norm_backward, category="normalization")
-def group_norm_backward_flop(grad: Any, x: Any, *args: Any, out_shape: Any = None,
-                             **kwargs: Any) -> int:
-    return _norm_backward(numel(x), args[-1])
+    return (10 * output_mask[0] + 2 * output_mask[1] + output_mask[2]) * numel(input)
 
 
 @register_formula(aten._fused_rms_norm, category="normalization")
-def rms_norm_flop(x: Any, normalized_shape: Any, weight: Any = None, *args: Any,
-                  out_shape: Any = None, **kwargs: Any) -> int:
+def rms_norm_flop(input: Any, weight: Any = None, **_: Any) -> int:
     # square (n), sum (n), * rstd (n), * weight (n)
-    return (3 + (weight is not None)) * numel(x)
+    return (3 + (weight is not None)) * numel(input)
 
 
 @register_formula(aten._fused_rms_norm_backward, category="normalization")
-def rms_norm_backward_flop(grad: Any, x: Any, normalized_shape: Any, rstd: Any, weight: Any,
-                           output_mask: Sequence[bool], out_shape: Any = None,
-                           **kwargs: Any) -> int:
+def rms_norm_backward_flop(input: Any, output_mask: Sequence[bool], **_: Any) -> int:
     # grad_input: g*w (n), xhat (n), row sum of g*w*xhat (2n), combine (3n) = 7n;
     # grad_weight: sum(g*xhat) (2n)
-    return (7 * output_mask[0] + 2 * output_mask[1]) * numel(x)
+    return (7 * output_mask[0] + 2 * output_mask[1]) * numel(input)
 
 
 # --- attention (CPU kernel missing from torch's registry; causal-aware everywhere) -----
@@ -251,64 +319,39 @@ def _attention(q: Any, k: Any, v: Any, is_causal: bool, backward: bool) -> int:
     return flops
 
 
+# A complex SDPA does not exist in torch; the factor is the matmul one for consistency.
 @register_formula(aten._scaled_dot_product_flash_attention_for_cpu,
-                  aten._scaled_dot_product_flash_attention, category="attention")
-def sdpa_flash_flop(q: Any, k: Any, v: Any, dropout_p: float = 0.0, is_causal: bool = False,
-                    *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
-    return _attention(q, k, v, is_causal, backward=False)
-
-
-@register_formula(aten._scaled_dot_product_efficient_attention,
-                  aten._scaled_dot_product_cudnn_attention, category="attention")
-def sdpa_efficient_flop(q: Any, k: Any, v: Any, attn_bias: Any = None, lse: bool = False,
-                        dropout_p: float = 0.0, is_causal: bool = False, *args: Any,
-                        out_shape: Any = None, **kwargs: Any) -> int:
-    return _attention(q, k, v, is_causal, backward=False)
+                  aten._scaled_dot_product_flash_attention,
+                  aten._scaled_dot_product_efficient_attention,
+                  aten._scaled_dot_product_cudnn_attention, category="attention",
+                  complex_flops=4)
+def sdpa_flop(query: Any, key: Any, value: Any, is_causal: bool = False, **_: Any) -> int:
+    return _attention(query, key, value, bool(is_causal), backward=False)
 
 
 @register_formula(aten._scaled_dot_product_flash_attention_for_cpu_backward,
-                  category="attention")
-def sdpa_flash_cpu_backward_flop(grad: Any, q: Any, k: Any, v: Any, out: Any, lse: Any,
-                                 dropout_p: float, is_causal: bool, *args: Any,
-                                 out_shape: Any = None, **kwargs: Any) -> int:
-    return _attention(q, k, v, is_causal, backward=True)
-
-
-@register_formula(aten._scaled_dot_product_flash_attention_backward, category="attention")
-def sdpa_flash_backward_flop(grad: Any, q: Any, k: Any, v: Any, *args: Any,
-                             out_shape: Any = None, **kwargs: Any) -> int:
-    return _attention(q, k, v, bool(args[7]), backward=True)  # is_causal is arg 11
-
-
-@register_formula(aten._scaled_dot_product_efficient_attention_backward, category="attention")
-def sdpa_efficient_backward_flop(grad: Any, q: Any, k: Any, v: Any, *args: Any,
-                                 out_shape: Any = None, is_causal: bool = False,
-                                 **kwargs: Any) -> int:
-    causal = bool(args[7]) if len(args) > 7 else is_causal  # is_causal is arg 11
-    return _attention(q, k, v, causal, backward=True)
-
-
-@register_formula(aten._scaled_dot_product_cudnn_attention_backward, category="attention")
-def sdpa_cudnn_backward_flop(grad: Any, q: Any, k: Any, v: Any, *args: Any,
-                             out_shape: Any = None, **kwargs: Any) -> int:
-    return _attention(q, k, v, bool(args[10]), backward=True)  # is_causal is arg 14
+                  aten._scaled_dot_product_flash_attention_backward,
+                  aten._scaled_dot_product_efficient_attention_backward,
+                  aten._scaled_dot_product_cudnn_attention_backward, category="attention",
+                  complex_flops=4)
+def sdpa_backward_flop(query: Any, key: Any, value: Any, is_causal: bool = False,
+                       **_: Any) -> int:
+    return _attention(query, key, value, bool(is_causal), backward=True)
 
 
 # --- convolution backward (torch's formula ignores groups: depthwise convs come out
 # ~groups times too high) -------------------------------------------------------------
 
-@register_formula(aten.convolution_backward, category="conv")
-def conv_backward_flop(grad_out: Any, x: Any, w: Any, bias_sizes: Any, stride: Any,
-                       padding: Any, dilation: Any, transposed: bool, output_padding: Any,
-                       groups: int, output_mask: Sequence[bool], out_shape: Any = None,
-                       **kwargs: Any) -> int:
-    # w is [C_out, C_in/groups, *k] (transposed: [C_in, C_out/groups, *k]), so one
+@register_formula(aten.convolution_backward, category="conv", complex_flops=4)
+def conv_backward_flop(grad_output: Any, input: Any, weight: Any, transposed: bool,
+                       output_mask: Sequence[bool], **_: Any) -> int:
+    # weight is [C_out, C_in/groups, *k] (transposed: [C_in, C_out/groups, *k]), so one
     # multiply-add per weight element per position of the strided side already counts
     # each group once. grad_input and grad_weight are each one such convolution; the
     # bias gradient is a sum over grad_out.
-    positions = math.prod(x[2:]) if transposed else math.prod(grad_out[2:])
-    conv = 2 * x[0] * positions * math.prod(w)
-    return conv * (output_mask[0] + output_mask[1]) + output_mask[2] * numel(grad_out)
+    positions = math.prod(input[2:]) if transposed else math.prod(grad_output[2:])
+    conv = 2 * input[0] * positions * math.prod(weight)
+    return conv * (output_mask[0] + output_mask[1]) + output_mask[2] * numel(grad_output)
 
 
 # --- embedding, losses, pooling, upsampling, dropout -------------------------------
@@ -317,51 +360,44 @@ register_no_flops("embedding", aten.embedding, bytes_rule=gather)
 
 
 @register_formula(aten.embedding_dense_backward, category="embedding")
-def embedding_backward_flop(grad: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+def embedding_backward_flop(grad_output: Any, **_: Any) -> int:
     # scatter-add of each gradient row into the weight gradient
-    return numel(grad)
+    return numel(grad_output)
 
 
-@register_formula(aten.nll_loss_forward, aten.nll_loss2d_forward, category="loss")
-def nll_loss_flop(x: Any, target: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
-    # gather one log-probability per target and sum them (weights: one more multiply)
-    return 2 * numel(target)
-
-
-@register_formula(aten.nll_loss_backward, aten.nll_loss2d_backward, category="loss")
-def nll_loss_backward_flop(grad: Any, x: Any, target: Any, *args: Any, out_shape: Any = None,
-                           **kwargs: Any) -> int:
-    # -grad * weight / total at one position per target
+@register_formula(aten.nll_loss_forward, aten.nll_loss2d_forward, aten.nll_loss_backward,
+                  aten.nll_loss2d_backward, category="loss")
+def nll_loss_flop(target: Any, **_: Any) -> int:
+    # forward: gather one log-probability per target and sum them (weights: one more
+    # multiply); backward: -grad * weight / total at one position per target
     return 2 * numel(target)
 
 
 @register_formula(aten.mse_loss, aten.l1_loss, aten.smooth_l1_loss, aten.huber_loss,
                   category="loss")
-def regression_loss_flop(x: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+def regression_loss_flop(self: Any, **_: Any) -> int:
     # difference (n), square/abs (n), reduce (n)
-    return 3 * numel(x)
+    return 3 * numel(self)
 
 
 @register_formula(aten.mse_loss_backward, aten.smooth_l1_loss_backward,
                   aten.huber_loss_backward, category="loss")
-def regression_loss_backward_flop(grad: Any, x: Any, *args: Any, out_shape: Any = None,
-                                  **kwargs: Any) -> int:
+def regression_loss_backward_flop(self: Any, **_: Any) -> int:
     # 2 * (x - y) * g / n
-    return 3 * numel(x)
+    return 3 * numel(self)
 
 
 @register_formula(aten.binary_cross_entropy, aten.binary_cross_entropy_with_logits,
                   category="loss")
-def bce_flop(x: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+def bce_flop(self: Any, **_: Any) -> int:
     # with logits: log-sigmoid of x and -x (about 6n) + weighting and sum (2n)
-    return 8 * numel(x)
+    return 8 * numel(self)
 
 
 @register_formula(aten.binary_cross_entropy_backward, category="loss")
-def bce_backward_flop(grad: Any, x: Any, *args: Any, out_shape: Any = None,
-                      **kwargs: Any) -> int:
+def bce_backward_flop(self: Any, **_: Any) -> int:
     # g * (x - y) / (x (1 - x))
-    return 5 * numel(x)
+    return 5 * numel(self)
 
 
 def _window(kernel: Sequence[int]) -> int:
@@ -370,73 +406,66 @@ def _window(kernel: Sequence[int]) -> int:
 
 
 @register_formula(aten.max_pool2d_with_indices, aten.max_pool2d, category="pooling")
-def max_pool_flop(x: Any, kernel_size: Sequence[int], *args: Any, out_shape: Any = None,
-                  **kwargs: Any) -> int:
+def max_pool_flop(kernel_size: Sequence[int], out_shape: Any = None, **_: Any) -> int:
     # one compare per window element per output
     return _window(kernel_size) * numel(out_shape)
 
 
 @register_formula(aten.avg_pool2d, category="pooling")
-def avg_pool_flop(x: Any, kernel_size: Sequence[int], *args: Any, out_shape: Any = None,
-                  **kwargs: Any) -> int:
+def avg_pool_flop(kernel_size: Sequence[int], out_shape: Any = None, **_: Any) -> int:
     # window sum + one divide per output
     return (_window(kernel_size) + 1) * numel(out_shape)
 
 
+@register_formula(aten.upsample_nearest2d_backward, category="upsample")
 @register_formula(aten.max_pool2d_with_indices_backward, category="pooling")
-def max_pool_backward_flop(grad: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
-    # each gradient is added once into the input position its window's max came from
-    return numel(grad)
+def scatter_gradient_flop(grad_output: Any, **_: Any) -> int:
+    # each gradient element is added once into the input position it came from (the
+    # window's max; the source pixel of a nearest-neighbour upsample)
+    return numel(grad_output)
 
 
 @register_formula(aten.avg_pool2d_backward, category="pooling")
-def avg_pool_backward_flop(grad: Any, x: Any, kernel_size: Sequence[int], *args: Any,
-                           out_shape: Any = None, **kwargs: Any) -> int:
+def avg_pool_backward_flop(grad_output: Any, kernel_size: Sequence[int], **_: Any) -> int:
     # each gradient divided by the window and added to every element of it
-    return _window(kernel_size) * numel(grad)
+    return _window(kernel_size) * numel(grad_output)
 
 
 @register_formula(aten._adaptive_avg_pool2d, aten.adaptive_avg_pool2d, category="pooling")
-def adaptive_avg_pool_flop(x: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+def adaptive_avg_pool_flop(self: Any, out_shape: Any = None, **_: Any) -> int:
     # every input element summed into one output, one divide per output
-    return numel(x) + numel(out_shape)
+    return numel(self) + numel(out_shape)
 
 
 @register_formula(aten._adaptive_avg_pool2d_backward, category="pooling")
-def adaptive_avg_pool_backward_flop(grad: Any, x: Any, *args: Any, out_shape: Any = None,
-                                    **kwargs: Any) -> int:
+def adaptive_avg_pool_backward_flop(self: Any, **_: Any) -> int:
     # grad / window, spread to each input element
-    return numel(x)
+    return numel(self)
 
 
 register_no_flops("upsample", aten.upsample_nearest2d, aten.upsample_nearest1d,
                   aten.upsample_nearest3d)
 
 
-@register_formula(aten.upsample_nearest2d_backward, category="upsample")
-def upsample_nearest_backward_flop(grad: Any, *args: Any, out_shape: Any = None,
-                                   **kwargs: Any) -> int:
-    # each gradient element added into its source pixel
-    return numel(grad)
-
-
 @register_formula(aten.upsample_bilinear2d, aten.upsample_bilinear2d_backward,
                   category="upsample")
-def upsample_bilinear_flop(x: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+def upsample_bilinear_flop(self: Any = None, input: Any = None, grad_output: Any = None,
+                           out_shape: Any = None, **_: Any) -> int:
     # three lerps (3 FLOPs each) per output element; backward: the same per gradient element
-    return 9 * max(numel(out_shape), numel(x))
+    source = next(s for s in (self, input, grad_output) if s is not None)
+    return 9 * max(numel(out_shape), numel(source))
 
 
 @register_formula(aten.native_dropout, category="dropout")
-def dropout_flop(x: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+def dropout_flop(input: Any, **_: Any) -> int:
     # draw vs p (1), x * mask * scale (2)
-    return 3 * numel(x)
+    return 3 * numel(input)
 
 
 @register_formula(aten.native_dropout_backward, category="dropout")
-def dropout_backward_flop(grad: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+def dropout_backward_flop(grad_output: Any, **_: Any) -> int:
     # g * mask * scale
-    return 2 * numel(grad)
+    return 2 * numel(grad_output)
 
 
 register_no_flops("dropout", aten.bernoulli, aten.rand, aten.rand_like, aten.randn,
@@ -465,9 +494,8 @@ _FOREACH: dict[int, list[Any]] = {
 
 for _cost, _ops in _FOREACH.items():
     def _make_foreach(cost: int) -> Any:
-        def foreach_flop(tensors: Sequence[Any], *args: Any, out_shape: Any = None,
-                         **kwargs: Any) -> int:
-            return cost * _total(tensors)
+        def foreach_flop(self: Sequence[Any], **_: Any) -> int:
+            return cost * _total(self)
         return foreach_flop
 
     register_formula(*_ops, category="optimizer")(_make_foreach(_cost))
@@ -477,18 +505,16 @@ register_no_flops("optimizer", aten._foreach_copy_, aten._foreach_zero_)
 
 @register_formula(aten._fused_adam_, aten._fused_adamw_, category="optimizer",
                   bytes_rule=fused_optimizer)
-def fused_adam_flop(params: Sequence[Any], *args: Any, out_shape: Any = None,
-                    **kwargs: Any) -> int:
-    # m = lerp(m, g, 1-b1) (3), v = b2 v + (1-b2) g^2 (4), denom = sqrt(v)/c2 + eps (3),
-    # p -= lr * m / c1 / denom (3), decay p *= 1 - lr*wd (1)
-    return 14 * _total(params)
+def fused_adam_flop(self: Sequence[Any], **_: Any) -> int:
+    # per parameter: m = lerp(m, g, 1-b1) (3), v = b2 v + (1-b2) g^2 (4),
+    # denom = sqrt(v)/c2 + eps (3), p -= lr * m / c1 / denom (3), decay p *= 1 - lr*wd (1)
+    return 14 * _total(self)
 
 
 @register_formula(aten._fused_sgd_, category="optimizer", bytes_rule=fused_optimizer)
-def fused_sgd_flop(params: Sequence[Any], *args: Any, out_shape: Any = None,
-                   **kwargs: Any) -> int:
+def fused_sgd_flop(self: Sequence[Any], **_: Any) -> int:
     # decay g + wd p (2), momentum b = mu b + g (2), p -= lr b (2)
-    return 6 * _total(params)
+    return 6 * _total(self)
 
 
 # --- ops that move data or only metadata ---------------------------------------------
@@ -520,19 +546,9 @@ register_no_flops(
     aten.tril, aten.triu, aten.flip, aten.roll, aten.lift_fresh_copy, aten.expand_copy,
     aten.permute_copy, aten.view_copy, aten.t_copy, aten.transpose_copy,
     aten.unsqueeze_copy, aten.alias_copy, aten._local_scalar_dense, aten.masked_select,
-    aten.index_put, aten.index_put_, aten.scatter, aten.scatter_, aten.index_copy, aten.nonzero,
-    aten.sort, aten.topk, aten.one_hot, aten.pad, aten.reflection_pad2d,
+    aten.nonzero, aten.one_hot, aten.pad, aten.reflection_pad2d,
     aten.replication_pad2d, aten.masked_scatter, aten.diag_embed, aten.split_copy,
     aten.unbind_copy, aten.repeat_interleave, aten.im2col, aten.col2im)
-@register_formula(aten.scatter_add, aten.scatter_add_, aten.index_add, aten.index_add_,
-                  category="memory")
-def scatter_add_flop(x: Any, dim: int, index: Any, src: Any, *args: Any, out_shape: Any = None,
-                     **kwargs: Any) -> int:
-    # one add per scattered source element
-    return numel(src)
-
-
 register_no_flops("memory", aten.copy_, aten.copy, bytes_rule=copy_from_src)
 register_no_flops("memory", aten.index_select, aten.gather, aten.index, aten.take,
                   bytes_rule=gather)
-

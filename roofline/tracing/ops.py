@@ -5,6 +5,18 @@ function per op family, registered by decorator; torch's own registered formulas
 (mm, addmm, bmm, baddbmm, convolution and its backward, the SDPA kernels) are
 used as they are, and :mod:`roofline.tracing.formulas` fills the gaps.
 
+A formula registered here (and a byte rule) gets the op's arguments by their
+names in the op's schema (``func._schema``: ``self``, ``query``, ``is_causal``...),
+with the schema's defaults filled in, never by position, so one formula serves
+every overload of an op whose arguments sit in different places (torch's own
+formulas take the call as it came, as torch calls them).
+
+Complex dtypes: a formula counts real arithmetic; an op that computes in a
+complex dtype costs ``complex_flops`` real FLOPs per counted FLOP, a factor
+registered per op family (a complex add is 2 real FLOPs, a multiply 6, a
+multiply-add 8, so a matmul counted at 2 FLOPs per multiply-add has factor 4).
+A complex call of an op registered without a factor is recorded uncounted.
+
 The byte model
 --------------
 Bytes are the compulsory traffic of one eager kernel:
@@ -16,9 +28,16 @@ Bytes are the compulsory traffic of one eager kernel:
   only written;
 * views, reshapes, expands, ``detach`` and other metadata-only ops move 0 bytes,
   as do ``empty``-style allocations (category ``view`` / ``allocation``);
-* gathers (``embedding``, ``index_select``, ``gather``, ``index``) read the index
-  and the gathered rows, not the whole table; fills write without reading;
-  ``copy_`` reads its source only; fused optimizers do not write the gradients.
+* gathers (``embedding``, ``index_select``, ``gather``, ``index``, ``take``) read
+  the index and the gathered elements, not the whole table;
+* in-place partial writes (``index_copy_``, ``index_put_``, ``scatter_``,
+  ``scatter_add_``, ``scatter_reduce_``, ``index_add_``) read the index and the
+  source elements they use, read the destination elements they touch only when
+  they accumulate into them, and write only those: a one-token write into a KV
+  cache moves one token's worth, not the cache. Their out-of-place forms build a
+  new tensor, so they read ``self`` and write the output whole;
+* fills write without reading; ``copy_`` reads its source only; fused optimizers
+  do not write the gradients.
 
 Caches are ignored: a tensor read by two kernels is counted twice, which is what
 an eager (unfused) execution pays on a device whose cache cannot hold it.
@@ -26,6 +45,7 @@ an eager (unfused) execution pays on a device whose cache cannot hold it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import wraps
@@ -33,32 +53,72 @@ from typing import Any
 
 import torch
 from torch.utils import flop_counter
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_flatten, tree_map
+
+from roofline.tracing.records import Category, is_backward_kernel
 
 aten = torch.ops.aten
 
 Formula = Callable[..., int]
-BytesRule = Callable[[Any, tuple[Any, ...], dict[str, Any], list[torch.Tensor],
-                      list[torch.Tensor]], tuple[int, int]]
+# (arguments bound to their schema names, tensors read, tensors written) -> (read, written)
+BytesRule = Callable[[dict[str, Any], list[torch.Tensor], list[torch.Tensor]], tuple[int, int]]
 
 
 @dataclass(frozen=True)
 class OpInfo:
-    """What the registry knows about one op family."""
+    """What the registry knows about one op family.
 
-    category: str
-    flops: Formula | None  # None: the op does no floating-point work by definition
-    bytes_rule: BytesRule | None = None  # None: the default rule (read inputs, write outputs)
+    Attributes
+    ----------
+    category : the op family.
+    flops : the FLOP formula; None when the op does no floating-point work by definition.
+    bytes_rule : None for the default rule (read inputs, write outputs).
+    kernels : device kernels one call launches.
+    backward : True for gradient kernels.
+    complex_flops : real FLOPs per counted FLOP when the op computes in a complex dtype;
+        None: no complex rule (complex calls are recorded uncounted).
+    positional : the formula takes the call's own ``args``/``kwargs`` (torch's formulas),
+        not the schema-named arguments.
+    """
+
+    category: Category
+    flops: Formula | None
+    bytes_rule: BytesRule | None = None
     kernels: int = 1
+    backward: bool = False
+    complex_flops: int | None = None
+    positional: bool = False
+
+    def count_flops(self, args: tuple[Any, ...], kwargs: dict[str, Any],
+                    bound: dict[str, Any], out: Any,
+                    tensors: Sequence[torch.Tensor]) -> int | None:
+        """FLOPs of one call, or None when there is no formula for it.
+
+        ``bound`` holds the arguments by schema name; ``tensors`` are the tensors the call
+        read and wrote, whose dtypes say whether it computed in a complex dtype.
+        """
+        if self.flops is None:
+            return 0
+        flops = (self.flops(*args, **kwargs, out_val=out) if self.positional
+                 else self.flops(**bound, out_val=out))
+        if any(t.dtype.is_complex for t in tensors):
+            if self.complex_flops is None:
+                return None
+            flops *= self.complex_flops
+        return int(flops)
 
 
 _REGISTRY: dict[Any, OpInfo] = {}
 
 # Categories of the ops torch.utils.flop_counter already has formulas for.
 _TORCH_CATEGORIES = {
-    "mm": "matmul", "addmm": "matmul", "bmm": "matmul", "baddbmm": "matmul",
-    "_scaled_mm": "matmul",
+    "mm": Category.MATMUL, "addmm": Category.MATMUL, "bmm": Category.MATMUL,
+    "baddbmm": Category.MATMUL, "_scaled_mm": Category.MATMUL,
 }
+# torch's matmul, convolution and attention formulas count 2 FLOPs per multiply-add; a
+# complex multiply-add is 8 real FLOPs (a complex multiply, 4 products + 2 adds, plus a
+# complex add, 2).
+_TORCH_COMPLEX_FLOPS = 4
 
 
 def nbytes(t: torch.Tensor) -> int:
@@ -74,10 +134,20 @@ def _shape_only(f: Formula) -> Formula:
     """Call ``f`` with tensors replaced by their shapes, as torch's formulas are."""
 
     @wraps(f)
-    def wrapped(*args: Any, out_val: Any = None, **kwargs: Any) -> int:
-        args, kwargs, out_shape = tree_map(
-            lambda x: x.shape if isinstance(x, torch.Tensor) else x, (args, kwargs, out_val))
-        return int(f(*args, out_shape=out_shape, **kwargs))
+    def wrapped(out_val: Any = None, **bound: Any) -> int:
+        bound, out_shape = tree_map(
+            lambda x: x.shape if isinstance(x, torch.Tensor) else x, (bound, out_val))
+        return int(f(**bound, out_shape=out_shape))
+
+    return wrapped
+
+
+def _raw(f: Formula) -> Formula:
+    """Call ``f`` with the tensors themselves (for formulas that need a dtype)."""
+
+    @wraps(f)
+    def wrapped(out_val: Any = None, **bound: Any) -> int:
+        return int(f(**bound, out_val=out_val))
 
     return wrapped
 
@@ -96,24 +166,52 @@ def _packets(ops: Sequence[Any]) -> list[Any]:
     return out
 
 
-def register_formula(*ops: Any, category: str, bytes_rule: BytesRule | None = None,
-                     ) -> Callable[[Formula], Formula]:
-    """Register a shape-only FLOP formula for one or more ops (packets or overloads)."""
+def _backward(packet: Any, backward: bool | None) -> bool:
+    return is_backward_kernel(packet.__name__) if backward is None else backward
+
+
+def register_formula(*ops: Any, category: Category | str, bytes_rule: BytesRule | None = None,
+                     backward: bool | None = None, complex_flops: int | None = None,
+                     get_raw: bool = False) -> Callable[[Formula], Formula]:
+    """Register a FLOP formula for one or more ops (packets or overloads).
+
+    The formula is called with the op's arguments by schema name (tensors replaced by
+    their shapes; the tensors themselves with ``get_raw=True``) and ``out_shape``, the
+    output's shape (``out_val``, the output, with ``get_raw``); it ignores the arguments
+    it does not need with ``**_``.
+
+    Parameters
+    ----------
+    category : a :class:`Category` or its value (``"pointwise"``); anything else is refused.
+    bytes_rule : how many bytes one call moves, when the default rule (every input read,
+        every output written) is wrong for the op.
+    backward : whether the ops are gradient kernels; default: ``_backward`` in the op's name.
+    complex_flops : real FLOPs per counted FLOP for calls in a complex dtype (a complex
+        add is 2, a multiply 6); None: complex calls are recorded uncounted.
+    get_raw : pass tensors rather than shapes.
+    """
+    cat = Category.of(category)
+    if complex_flops is not None and complex_flops < 1:
+        raise ValueError(f"complex_flops must be a positive integer, got {complex_flops!r}")
 
     def deco(f: Formula) -> Formula:
-        wrapped = _shape_only(f)
+        wrapped = _raw(f) if get_raw else _shape_only(f)
         for packet in _packets(ops):
-            _REGISTRY[packet] = OpInfo(category, wrapped, bytes_rule)
+            _REGISTRY[packet] = OpInfo(cat, wrapped, bytes_rule,
+                                       backward=_backward(packet, backward),
+                                       complex_flops=complex_flops)
         return f
 
     return deco
 
 
-def register_no_flops(category: str, *ops: Any, bytes_rule: BytesRule | None = None,
-                      kernels: int = 1) -> None:
+def register_no_flops(category: Category | str, *ops: Any, bytes_rule: BytesRule | None = None,
+                      kernels: int = 1, backward: bool | None = None) -> None:
     """Register ops that do no floating-point work (data movement, views, allocation)."""
+    cat = Category.of(category)
     for packet in _packets(ops):
-        _REGISTRY[packet] = OpInfo(category, None, bytes_rule, kernels)
+        _REGISTRY[packet] = OpInfo(cat, None, bytes_rule, kernels,
+                                   backward=_backward(packet, backward))
 
 
 def lookup(func: Any) -> OpInfo | None:
@@ -126,45 +224,160 @@ def lookup(func: Any) -> OpInfo | None:
     if formula is None:
         return None
     name = packet.__name__
-    category = _TORCH_CATEGORIES.get(name, "attention" if "attention" in name else "conv")
-    info = OpInfo(category, formula)
+    category = _TORCH_CATEGORIES.get(
+        name, Category.ATTENTION if "attention" in name else Category.CONV)
+    info = OpInfo(category, formula, backward=is_backward_kernel(name),
+                  complex_flops=_TORCH_COMPLEX_FLOPS, positional=True)
     _REGISTRY[packet] = info
     return info
 
 
 # --- byte rules -------------------------------------------------------------------
 
-def no_bytes(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
-             reads: list[torch.Tensor], writes: list[torch.Tensor]) -> tuple[int, int]:
+def no_bytes(bound: dict[str, Any], reads: list[torch.Tensor],
+             writes: list[torch.Tensor]) -> tuple[int, int]:
     """Metadata-only ops and uninitialised allocations."""
     return 0, 0
 
 
-def write_only(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
-               reads: list[torch.Tensor], writes: list[torch.Tensor]) -> tuple[int, int]:
+def write_only(bound: dict[str, Any], reads: list[torch.Tensor],
+               writes: list[torch.Tensor]) -> tuple[int, int]:
     """Fills and factories: the output is written, nothing is read."""
     return 0, sum(nbytes(t) for t in writes)
 
 
-def gather(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
-           reads: list[torch.Tensor], writes: list[torch.Tensor]) -> tuple[int, int]:
-    """Gathers read the indices and the gathered values (one output's worth)."""
+def _tensors_in(x: Any) -> list[torch.Tensor]:
+    return [t for t in tree_flatten(x)[0] if isinstance(t, torch.Tensor)]
+
+
+def gather(bound: dict[str, Any], reads: list[torch.Tensor],
+           writes: list[torch.Tensor]) -> tuple[int, int]:
+    """Gathers read the index and the gathered elements, and write the output.
+
+    ``out[j] = table[index[j]]``: each output element is one table element, so the table
+    traffic is the output's bytes (the output has the table's dtype), not the table's;
+    the index (``index``, or ``indices`` for ``embedding`` and ``index.Tensor``) is read
+    once. A repeated index reads its row again (no cache).
+    """
+    index = bound["index"] if "index" in bound else bound.get("indices")
     written = sum(nbytes(t) for t in writes)
-    index = sum(nbytes(t) for t in reads if not t.is_floating_point())
-    return index + written, written
+    return sum(nbytes(t) for t in _tensors_in(index)) + written, written
 
 
-def copy_from_src(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
-                  reads: list[torch.Tensor], writes: list[torch.Tensor]) -> tuple[int, int]:
-    """``copy_(dst, src)`` reads ``src`` and writes ``dst``."""
-    src = args[1]
+def _partial_write(bound: dict[str, Any], writes: list[torch.Tensor], touched: int,
+                   index_bytes: int, source_bytes: int, accumulate: bool) -> tuple[int, int]:
+    """Traffic of writing ``touched`` elements of ``self`` from an index and a source.
+
+    In place, the kernel reads the index and the source elements it uses, reads the
+    touched destination elements only when it accumulates into them (add, reduce), and
+    writes those elements: the rest of ``self`` is not touched. Out of place (or into an
+    ``out=`` tensor), the result is a new tensor, a copy of ``self`` with the touched
+    elements replaced: ``self`` is read whole (accumulated elements included) and the
+    output written whole.
+    """
+    dst = bound["self"]
+    if any(w is dst for w in writes):
+        itemsize = dst.element_size()
+        read = index_bytes + source_bytes + (touched * itemsize if accumulate else 0)
+        return read, touched * itemsize
+    return nbytes(dst) + index_bytes + source_bytes, sum(nbytes(t) for t in writes)
+
+
+def _scatter(bound: dict[str, Any], writes: list[torch.Tensor],
+             accumulate: bool) -> tuple[int, int]:
+    # self[index[i][j]][j] = src[i][j] (dim 0): one destination element per index element;
+    # src is read at the index's positions only (it may be larger than the index), or is
+    # a scalar (scatter.value)
+    index, src = bound["index"], bound.get("src")
+    touched = index.numel()
+    source_bytes = touched * src.element_size() if isinstance(src, torch.Tensor) else 0
+    return _partial_write(bound, writes, touched, nbytes(index), source_bytes, accumulate)
+
+
+def scatter_bytes(bound: dict[str, Any], reads: list[torch.Tensor],
+                  writes: list[torch.Tensor]) -> tuple[int, int]:
+    """``scatter`` and ``scatter_reduce``: they accumulate into the destination when given
+    a ``reduce``, except ``scatter_reduce(include_self=False)``, which overwrites it."""
+    accumulate = bound.get("reduce") is not None and bool(bound.get("include_self", True))
+    return _scatter(bound, writes, accumulate)
+
+
+def scatter_add_bytes(bound: dict[str, Any], reads: list[torch.Tensor],
+                      writes: list[torch.Tensor]) -> tuple[int, int]:
+    """``scatter_add``: ``scatter`` that accumulates."""
+    return _scatter(bound, writes, accumulate=True)
+
+
+def _index_source(bound: dict[str, Any], writes: list[torch.Tensor],
+                  accumulate: bool) -> tuple[int, int]:
+    # self.select(dim, index[i]) (+)= source.select(dim, i): source holds len(index) slices
+    # along dim, one per index entry, so the touched destination elements are source's
+    # elements, all of them read
+    source = bound["source"]
+    return _partial_write(bound, writes, source.numel(), nbytes(bound["index"]),
+                          nbytes(source), accumulate)
+
+
+def index_copy_bytes(bound: dict[str, Any], reads: list[torch.Tensor],
+                     writes: list[torch.Tensor]) -> tuple[int, int]:
+    """``index_copy``: source slices written at the indexed positions of ``dim``."""
+    return _index_source(bound, writes, accumulate=False)
+
+
+def index_add_bytes(bound: dict[str, Any], reads: list[torch.Tensor],
+                    writes: list[torch.Tensor]) -> tuple[int, int]:
+    """``index_add``: source slices added at the indexed positions of ``dim``."""
+    return _index_source(bound, writes, accumulate=True)
+
+
+def indexed_numel(dst: torch.Tensor, indices: Sequence[torch.Tensor | None]) -> int:
+    """Elements of ``dst`` that advanced indexing ``dst[indices]`` selects.
+
+    The index tensors broadcast to one shape; each of its positions selects one slice of
+    the dimensions no index covers (a ``None`` index is a full slice). A boolean mask over
+    ``k`` dimensions stands for its ``nonzero()``: how many elements are true is data, so
+    the mask's size is taken, an upper bound.
+    """
+    index_shapes: list[tuple[int, ...]] = []
+    kept, dim = 1, 0
+    for t in indices:
+        if t is None:
+            kept *= dst.shape[dim]
+            dim += 1
+        elif t.dtype in (torch.bool, torch.uint8):
+            index_shapes.append((t.numel(),))
+            dim += t.dim()
+        else:
+            index_shapes.append(tuple(t.shape))
+            dim += 1
+    kept *= math.prod(dst.shape[dim:])
+    return math.prod(torch.broadcast_shapes(*index_shapes)) * kept if index_shapes else kept
+
+
+def index_put_bytes(bound: dict[str, Any], reads: list[torch.Tensor],
+                    writes: list[torch.Tensor]) -> tuple[int, int]:
+    """``index_put`` / ``index_put_`` (``x[idx] = v``, ``x[idx] += v`` with accumulate).
+
+    The values broadcast to the indexed region, so they are read once at their own
+    (unique) size; the region is what is written (and read, to accumulate).
+    """
+    indices = bound["indices"]
+    index_bytes = sum(nbytes(t) for t in indices if t is not None)
+    return _partial_write(bound, writes, indexed_numel(bound["self"], indices), index_bytes,
+                          nbytes(bound["values"]), accumulate=bool(bound.get("accumulate")))
+
+
+def copy_from_src(bound: dict[str, Any], reads: list[torch.Tensor],
+                  writes: list[torch.Tensor]) -> tuple[int, int]:
+    """``copy_(self, src)`` reads ``src`` and writes ``self``."""
+    src = bound.get("src")
     read = nbytes(src) if isinstance(src, torch.Tensor) else 0
     return read, sum(nbytes(t) for t in writes)
 
 
-def fused_optimizer(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
-                    reads: list[torch.Tensor], writes: list[torch.Tensor]) -> tuple[int, int]:
+def fused_optimizer(bound: dict[str, Any], reads: list[torch.Tensor],
+                    writes: list[torch.Tensor]) -> tuple[int, int]:
     """Fused Adam/AdamW/SGD: gradients are read, not written (schema marks them mutable)."""
-    grads = {id(t) for t in args[1]} if len(args) > 1 else set()
+    grads = {id(t) for t in bound.get("grads") or ()}
     return (sum(nbytes(t) for t in reads),
             sum(nbytes(t) for t in writes if id(t) not in grads))

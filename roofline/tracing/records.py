@@ -9,14 +9,86 @@ analyses (memory lifetimes, communication) can build on the same records.
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from enum import Enum
 from typing import Any
+
+from roofline._si import si
 
 PHASES = ("forward", "backward", "optimizer")
 
 Shape = tuple[int, ...]
+
+
+class Category(str, Enum):
+    """The op family of a record.
+
+    A ``str``, so ``op.category == "matmul"``, dictionary keys and JSON keep working. Each
+    member states whether it runs on the matrix units (tensor cores, MMA engines) or on the
+    vector units; the two-field definition makes that a required choice for a new member,
+    and :data:`MATRIX_CATEGORIES` is derived from it.
+    """
+
+    matrix: bool
+
+    def __new__(cls, value: str, matrix: bool) -> Category:
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.matrix = matrix
+        return member
+
+    MATMUL = "matmul", True
+    CONV = "conv", True
+    ATTENTION = "attention", True
+    POINTWISE = "pointwise", False
+    REDUCTION = "reduction", False
+    SOFTMAX = "softmax", False
+    NORMALIZATION = "normalization", False
+    EMBEDDING = "embedding", False
+    LOSS = "loss", False
+    POOLING = "pooling", False
+    UPSAMPLE = "upsample", False
+    DROPOUT = "dropout", False
+    OPTIMIZER = "optimizer", False
+    MEMORY = "memory", False  # copies, gathers, scatters, sorts
+    VIEW = "view", False  # metadata only
+    ALLOCATION = "allocation", False  # uninitialised memory
+    UNCOUNTED = "uncounted", False  # ops the registry does not know
+
+    # "matmul", not "Category.MATMUL", in f-strings and tables
+    def __str__(self) -> str:
+        return str.__str__(self)
+
+    def __format__(self, format_spec: str) -> str:
+        return str.__format__(str.__str__(self), format_spec)
+
+    @classmethod
+    def of(cls, value: str) -> Category:
+        """The member whose value is ``value``; ValueError naming the known ones if none."""
+        member = cls._value2member_map_.get(value) if isinstance(value, str) else None
+        if member is None:
+            known = ", ".join(c.value for c in cls)
+            raise ValueError(f"unknown op category {value!r} (known: {known}; a new category "
+                             "is added to roofline.tracing.Category, saying whether it runs "
+                             "on the matrix units)")
+        return member  # type: ignore[return-value]
+
+
+#: The categories whose FLOPs run on the matrix units.
+MATRIX_CATEGORIES: frozenset[Category] = frozenset(c for c in Category if c.matrix)
+
+
+def is_backward_kernel(op_name: str) -> bool:
+    """Whether an ATen op name (``aten.convolution_backward.default``) is a gradient kernel.
+
+    ATen names its gradient kernels ``*_backward*`` (``convolution_backward``,
+    ``_softmax_backward_data``, the SDPA ``*_backward`` kernels); the registry uses this
+    rule unless an op is registered with ``backward=`` explicitly.
+    """
+    return "backward" in op_name
 
 
 @dataclass(slots=True)
@@ -26,16 +98,19 @@ class OpRecord:
     Attributes
     ----------
     name : ATen overload, e.g. ``"aten.mm.default"``.
-    category : op family (``matmul``, ``pointwise``, ``normalization``, ``view``...).
+    category : op family, a :class:`Category` (a ``str``: ``"matmul"``, ``"pointwise"``...).
     phase : ``forward``, ``backward`` or ``optimizer``.
     module : innermost module running the op (ModuleTracker name), ``""`` outside modules.
     dtype : dtype the op computed in (after autocast), e.g. ``"bfloat16"``.
     flops : floating-point operations (a multiply-add is 2).
     bytes_read, bytes_written : compulsory memory traffic of one eager kernel.
-    counted : False when no FLOP formula exists for the op (its ``flops`` is 0, unknown).
+    counted : False when no FLOP formula exists for the op, or for the dtype it ran in (a
+        complex call of an op without a complex rule): its ``flops`` is 0, unknown.
     kernels : device kernels the op launches (0 for metadata-only ops).
     input_shapes, output_shapes : shapes of tensor inputs and outputs.
     input_ids, output_ids : storage ids (stable within one trace) for lifetime analyses.
+    backward_kernel : True for kernels that compute gradients (``convolution_backward``,
+        ``*_backward`` ops, SDPA backward), whatever phase they ran in.
     """
 
     name: str
@@ -52,6 +127,7 @@ class OpRecord:
     output_shapes: tuple[Shape, ...] = ()
     input_ids: tuple[int, ...] = ()
     output_ids: tuple[int, ...] = ()
+    backward_kernel: bool = False
 
     @property
     def bytes(self) -> int:
@@ -85,8 +161,8 @@ class Totals:
 
     def __repr__(self) -> str:
         return (
-            f"Totals(count={self.count}, flops={_si(self.flops)}, "
-            f"bytes={_si(self.bytes)}B)"
+            f"Totals(count={self.count}, flops={si(self.flops, sep='')}, "
+            f"bytes={si(self.bytes, sep='')}B)"
         )
 
 
@@ -97,8 +173,8 @@ class Breakdown(dict[str, Totals]):
         if not self:
             return "Breakdown({})"
         width = max(len(k) for k in self)
-        rows = [f"  {k:<{width}}  {v.count:>6} ops  {_si(v.flops):>9}FLOP  {_si(v.bytes):>9}B"
-                for k, v in self.items()]
+        rows = [f"  {k:<{width}}  {v.count:>6} ops  {si(v.flops, sep=''):>9}FLOP  "
+                f"{si(v.bytes, sep=''):>9}B" for k, v in self.items()]
         return "Breakdown(\n" + "\n".join(rows) + "\n)"
 
 
@@ -194,33 +270,122 @@ class Trace:
 
     @classmethod
     def from_json(cls, text: str) -> Trace:
+        """Read a trace written by :meth:`to_json`, checking every op row.
+
+        Raises
+        ------
+        ValueError
+            When the document or a row is malformed; the message names the row index and
+            the field (a negative or NaN count, a wrong type, a missing value).
+        """
         data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ValueError(f"trace JSON must be an object, got {type(data).__name__}")
         if data.get("version") != 1:
             raise ValueError(f"unsupported trace JSON version {data.get('version')!r}")
-        names = data["fields"]
-        tuple_fields = {"input_shapes", "output_shapes"}
-        ops = []
-        for row in data["ops"]:
-            kw = dict(zip(names, row, strict=True))
-            for k in tuple_fields & kw.keys():
-                kw[k] = tuple(tuple(s) for s in kw[k])
-            for k in {"input_ids", "output_ids"} & kw.keys():
-                kw[k] = tuple(kw[k])
-            ops.append(OpRecord(**kw))
-        return cls(ops, data.get("meta", {}))
+        names, rows = data.get("fields"), data.get("ops")
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise ValueError("trace JSON: 'fields' must be a list of field names")
+        if not isinstance(rows, list):
+            raise ValueError("trace JSON: 'ops' must be a list of op rows")
+        meta = data.get("meta", {})
+        if not isinstance(meta, dict):
+            raise ValueError("trace JSON: 'meta' must be an object")
+        _check_field_names(names)
+        return cls([_op_from_row(i, names, row) for i, row in enumerate(rows)], meta)
 
     def __repr__(self) -> str:
         phases = Counter(op.phase for op in self.ops)
         parts = ", ".join(f"{p}={phases[p]}" for p in PHASES if phases[p])
         missing = sum(t.count for t in self.uncounted.values())
         gap = f", uncounted={missing}" if missing else ""
-        return (f"Trace({len(self.ops)} ops [{parts}], flops={_si(self.total_flops)}, "
-                f"bytes={_si(self.total_bytes)}B{gap})")
+        return (f"Trace({len(self.ops)} ops [{parts}], flops={si(self.total_flops, sep='')}, "
+                f"bytes={si(self.total_bytes, sep='')}B{gap})")
 
 
-def _si(x: float) -> str:
-    """Format with an SI prefix: 1.23G, 45.6M."""
-    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(x) >= scale:
-            return f"{x / scale:.3g}{prefix}"
-    return f"{x:.3g}"
+# --- checked loading ---------------------------------------------------------------
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {value!r}")
+    return value
+
+
+def _count(value: Any) -> int:
+    """A non-negative integer; an integral float (``1e12``, as other writers emit) is one."""
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise TypeError(f"expected a non-negative integer, got {value!r}")
+    return value
+
+
+def _flag(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"expected true or false, got {value!r}")
+    return value
+
+
+def _category(value: Any) -> Category:
+    try:
+        return Category.of(_text(value))
+    except ValueError as e:
+        raise TypeError(str(e)) from None
+
+
+def _phase(value: Any) -> str:
+    if value not in PHASES:
+        raise TypeError(f"expected one of {', '.join(PHASES)}, got {value!r}")
+    return str(value)
+
+
+def _ids(value: Any) -> tuple[int, ...]:
+    if not isinstance(value, list):
+        raise TypeError(f"expected a list of integers, got {value!r}")
+    return tuple(_count(v) for v in value)
+
+
+def _shapes(value: Any) -> tuple[Shape, ...]:
+    if not isinstance(value, list):
+        raise TypeError(f"expected a list of shapes, got {value!r}")
+    return tuple(_ids(shape) for shape in value)
+
+
+# How each OpRecord field is checked (and converted) when a trace is loaded; the tracer
+# builds records unchecked, to stay fast.
+_FIELD_CHECKS: dict[str, Callable[[Any], Any]] = {
+    "name": _text, "category": _category, "phase": _phase, "module": _text, "dtype": _text,
+    "flops": _count, "bytes_read": _count, "bytes_written": _count, "counted": _flag,
+    "kernels": _count, "input_shapes": _shapes, "output_shapes": _shapes,
+    "input_ids": _ids, "output_ids": _ids, "backward_kernel": _flag,
+}
+_REQUIRED = [f.name for f in fields(OpRecord)
+             if f.default is MISSING and f.default_factory is MISSING]
+
+
+def _check_field_names(names: list[str]) -> None:
+    unknown = [n for n in names if n not in _FIELD_CHECKS]
+    if unknown:
+        raise ValueError(f"trace JSON: unknown op field(s) {unknown} "
+                         f"(known: {', '.join(_FIELD_CHECKS)})")
+    missing = [n for n in _REQUIRED if n not in names]
+    if missing:
+        raise ValueError(f"trace JSON: op fields {missing} are missing from 'fields'")
+    if len(set(names)) != len(names):
+        raise ValueError(f"trace JSON: repeated names in 'fields': {names}")
+
+
+def _op_from_row(i: int, names: list[str], row: Any) -> OpRecord:
+    if not isinstance(row, list) or len(row) != len(names):
+        got = f"{len(row)} values" if isinstance(row, list) else repr(row)
+        raise ValueError(f"trace JSON op row {i}: expected a list of {len(names)} values "
+                         f"(one per field), got {got}")
+    kw: dict[str, Any] = {}
+    for name, value in zip(names, row, strict=True):
+        try:
+            kw[name] = _FIELD_CHECKS[name](value)
+        except TypeError as e:
+            raise ValueError(f"trace JSON op row {i}, field {name!r}: {e}") from None
+    if "backward_kernel" not in kw:  # a trace written before the field existed
+        kw["backward_kernel"] = is_backward_kernel(kw["name"])
+    return OpRecord(**kw)

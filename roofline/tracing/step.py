@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 
 from roofline.tracing.attention import AttentionAs, AttentionMode
-from roofline.tracing.fake import DATA_DEPENDENT, fake_step
+from roofline.tracing.fake import DATA_DEPENDENT, fake_step, modules_of
 from roofline.tracing.records import Trace
 from roofline.tracing.tracer import Capture, FakeModeError, RooflineWarning
 
@@ -39,15 +39,50 @@ def _loss(out: Any, loss_fn: Callable[[Any], torch.Tensor] | None) -> torch.Tens
     return loss
 
 
+def _check_grad_mode(train: bool) -> None:
+    if not train or torch.is_grad_enabled():
+        return
+    where = ("torch.inference_mode()" if torch.is_inference_mode_enabled()
+             else "torch.no_grad() (or set_grad_enabled(False))")
+    # not switched back on here: under inference_mode the inputs are inference tensors,
+    # which backward cannot save, and a silent switch would hide the user's own setting
+    raise RuntimeError(
+        f"train=True needs autograd, but gradients are disabled: the trace runs inside "
+        f"{where}. Call roofline.trace outside it, or wrap the call in torch.enable_grad().")
+
+
+@contextlib.contextmanager
+def _training_mode(fn: Any, train: bool) -> Iterator[None]:
+    """``train()``/``eval()`` the module behind ``fn`` for one step; restore every flag.
+
+    Only the module itself, a bound method's module and a partial of either: modules
+    that a function merely closes over (a frozen teacher) keep the mode the user set.
+    """
+    roots = modules_of(fn, deep=False)
+    flags = [(m, m.training) for root in roots for m in root.modules()]
+    try:
+        for root in roots:
+            root.train(train)
+        yield
+    finally:
+        for m, flag in flags:
+            m.training = flag
+
+
 def run_step(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], *,
              train: bool, loss_fn: Callable[[Any], torch.Tensor] | None,
              optimizer: torch.optim.Optimizer | None) -> None:
-    """One step: forward and, with ``train``, loss, backward and ``optimizer.step()``."""
-    out = fn(*args, **kwargs)
-    if train:
-        _loss(out, loss_fn).backward()
-        if optimizer is not None:
-            optimizer.step()
+    """One step: forward and, with ``train``, loss, backward and ``optimizer.step()``.
+
+    The module behind ``fn`` runs in ``train()`` mode with ``train``, else in ``eval()``.
+    """
+    _check_grad_mode(train)
+    with _training_mode(fn, train):
+        out = fn(*args, **kwargs)
+        if train:
+            _loss(out, loss_fn).backward()
+            if optimizer is not None:
+                optimizer.step()
 
 
 def trace(model_or_fn: Any, *args: Any, train: bool = False,
@@ -62,11 +97,20 @@ def trace(model_or_fn: Any, *args: Any, train: bool = False,
     train : run forward, loss, backward and (with ``optimizer``) ``optimizer.step()``.
         The loss is the output when it is a scalar, else ``loss_fn(output)``.
         Existing gradients are set to ``None`` first, as ``zero_grad()`` would.
+        The module behind ``model_or_fn`` (the module, a bound method's module, a
+        ``functools.partial`` of either) runs the step in ``train()`` mode, and in
+        ``eval()`` mode without ``train`` (no dropout, batch norm on its running
+        statistics); every submodule's ``training`` flag is restored afterwards.
+        Modules a function only closes over keep the mode they are in. Needs grad
+        mode: inside ``torch.no_grad()``/``torch.inference_mode()`` it is an error.
     loss_fn : maps the output to a scalar loss (``train=True`` only).
     optimizer : stepped after backward when ``train=True``.
     fake : run on fake tensors (``FakeTensorMode``): nothing is allocated and the
-        model, its gradients and the optimizer are left untouched. Models on the
-        ``meta`` device need it.
+        model, its gradients, buffers, tensor attributes and the optimizer are left
+        untouched, whatever the callable (see :mod:`roofline.tracing.fake`). Models on
+        the ``meta`` device need it. Inside the user's own ``FakeTensorMode`` that mode
+        is used. Code that needs values (``.item()``, ``.numpy()``, data-dependent
+        shapes) raises :class:`FakeModeError`: trace it with ``fake=False``.
     attention : how ``F.scaled_dot_product_attention`` is recorded. CPU PyTorch runs
         calls with dropout unfused in fp32; CUDA runs them as one fused kernel.
         ``"fused"``: calls with dropout as CUDA's fused kernel, in the input dtype (fake
@@ -98,9 +142,11 @@ def traced_step(model_or_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
         fn, "__name__", type(fn).__name__)
     meta = {"model": name, "train": train, "fake": fake}
 
-    if train and isinstance(fn, torch.nn.Module) and not fake:
-        for p in fn.parameters():
-            p.grad = None
+    _check_grad_mode(train)  # before anything is changed (run_step checks for measure too)
+    if train and not fake:
+        for root in modules_of(fn, deep=False):
+            for p in root.parameters():
+                p.grad = None
     if optimizer is not None and not fake and not optimizer.state:
         warnings.warn(
             "the optimizer has no state yet: this first step also initialises it (zeros_like "
@@ -111,8 +157,7 @@ def traced_step(model_or_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
     attend = AttentionAs(attention, fake=fake)
     with contextlib.ExitStack() as stack:
         if fake:
-            mode, args, kwargs = stack.enter_context(fake_step(fn, optimizer, args, kwargs))
-            stack.enter_context(mode)
+            args, kwargs = stack.enter_context(fake_step(fn, optimizer, args, kwargs))
         if attention != "as-run":
             stack.enter_context(attend)
         try:

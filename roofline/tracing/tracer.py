@@ -25,7 +25,7 @@ from torch.utils.module_tracker import ModuleTracker
 
 from roofline.tracing import formulas as _formulas  # noqa: F401  (registers the formulas)
 from roofline.tracing.ops import OpInfo, lookup, nbytes
-from roofline.tracing.records import OpRecord, Trace
+from roofline.tracing.records import Category, OpRecord, Trace, is_backward_kernel
 
 _SKIPPED_NAMESPACES = {"prim", "profiler"}
 
@@ -39,14 +39,24 @@ class FakeModeError(RuntimeError):
 
 
 class _Schema:
-    """Which arguments of an op it writes: in-place (read + write) or ``out=`` (write only)."""
+    """What the tracer reads from an op's schema, once per overload.
 
-    __slots__ = ("inplace", "out")
+    Which arguments the op writes (in-place: read + write; ``out=``: write only), the
+    argument names and defaults (to hand formulas their arguments by name), and whether
+    the op is a gradient kernel (for ops the registry does not know).
+    """
+
+    __slots__ = ("backward", "defaults", "inplace", "names", "out")
 
     def __init__(self, func: Any) -> None:
         self.inplace: list[tuple[int | str, bool]] = []
         self.out: set[str] = set()
-        for i, arg in enumerate(func._schema.arguments):
+        arguments = func._schema.arguments
+        self.names = tuple(arg.name for arg in arguments)
+        self.defaults = {arg.name: arg.default_value for arg in arguments
+                         if arg.has_default_value()}
+        self.backward = is_backward_kernel(func._schema.name)
+        for i, arg in enumerate(arguments):
             if arg.alias_info is None or not arg.alias_info.is_write:
                 continue
             if arg.kwarg_only:
@@ -54,6 +64,13 @@ class _Schema:
                 self.inplace.append((arg.name, True))
             else:
                 self.inplace.append((i, False))
+
+    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The call's arguments by schema name, defaults filled in."""
+        bound = dict(self.defaults)
+        bound.update(zip(self.names, args, strict=False))
+        bound.update(kwargs)
+        return bound
 
 
 def _tensors(x: Any) -> list[torch.Tensor]:
@@ -87,6 +104,8 @@ class _Recorder(TorchDispatchMode):
         self.annotate = annotate
         self.ops: list[OpRecord] = []
         self.in_optimizer = 0
+        self.after_backward = False  # a backward ran since the last optimizer step
+        self._graph_task = -1  # the autograd graph task of the last backward op
         self._schemas: dict[Any, _Schema] = {}
         self._info: dict[Any, OpInfo | None] = {}
         self._composite: dict[Any, bool] = {}
@@ -138,9 +157,32 @@ class _Recorder(TorchDispatchMode):
         return name
 
     def _phase(self) -> str:
+        """``optimizer`` inside ``optimizer.step()``, ``backward`` inside autograd's engine.
+
+        Two ops run outside both and are placed by what autograd did around them:
+
+        * the seed of ``loss.backward()`` (``ones_like(loss)``) runs in Python just before
+          the engine starts; when a new graph task's first op arrives, the ``ones_like``
+          records right before it are relabelled ``backward``;
+        * after a backward and until the next optimizer step ends, ops run with grad mode
+          off (``clip_grad_norm_`` and the optimizer's own helpers are ``no_grad``) are
+          ``optimizer``; a next micro-batch's forward runs with grad mode on.
+        """
         if self.in_optimizer:
             return "optimizer"
-        return "backward" if torch._C._current_graph_task_id() != -1 else "forward"
+        task = torch._C._current_graph_task_id()
+        if task != -1:
+            if task != self._graph_task:
+                self._graph_task = task
+                for op in reversed(self.ops):
+                    if op.name != "aten.ones_like.default" or op.phase == "backward":
+                        break
+                    op.phase = "backward"
+            self.after_backward = True
+            return "backward"
+        if self.after_backward and not torch.is_grad_enabled():
+            return "optimizer"
+        return "forward"
 
     def _record(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
                 out: Any) -> None:
@@ -158,33 +200,35 @@ class _Recorder(TorchDispatchMode):
         reads = _unique(_tensors(args) + _tensors(read_kwargs))
         writes = _unique(written + _tensors(out))
 
+        bound = schema.bind(args, kwargs)
         if info is not None and info.bytes_rule is not None:
-            bytes_read, bytes_written = info.bytes_rule(func, args, kwargs, reads, writes)
+            bytes_read, bytes_written = info.bytes_rule(bound, reads, writes)
         else:
             bytes_read = sum(nbytes(t) for t in reads)
             bytes_written = sum(nbytes(t) for t in writes)
 
-        flops = 0
-        if info is not None and info.flops is not None:
-            flops = info.flops(*args, **kwargs, out_val=out)
+        # None: no formula for this op, or none for the dtype it ran in
+        flops = (info.count_flops(args, kwargs, bound, out, reads + writes)
+                 if info is not None else None)
 
         dtype_src = next((t for t in reads if t.is_floating_point()),
                          writes[0] if writes else (reads[0] if reads else None))
         self.ops.append(OpRecord(
             name=str(func),
-            category=info.category if info is not None else "uncounted",
+            category=info.category if info is not None else Category.UNCOUNTED,
             phase=self._phase(),
             module=self._module(),
             dtype=str(dtype_src.dtype).removeprefix("torch.") if dtype_src is not None else "",
-            flops=int(flops),
+            flops=flops or 0,
             bytes_read=int(bytes_read),
             bytes_written=int(bytes_written),
-            counted=info is not None,
+            counted=flops is not None,
             kernels=info.kernels if info is not None else 1,
             input_shapes=tuple(tuple(t.shape) for t in reads),
             output_shapes=tuple(tuple(t.shape) for t in writes),
             input_ids=tuple(self._storage_id(t) for t in reads),
             output_ids=tuple(self._storage_id(t) for t in writes),
+            backward_kernel=info.backward if info is not None else schema.backward,
         ))
 
 
@@ -200,7 +244,11 @@ def _dynamo_disabled() -> Iterator[None]:
 
 
 class Capture:
-    """Context manager behind :func:`capture`; ``.trace`` is filled on exit."""
+    """Context manager behind :func:`capture`; ``.trace`` is filled on exit.
+
+    A ``Capture`` records one ``with`` block: entering it again (nested or after it
+    finished) raises ``RuntimeError``; call :func:`capture` again for a new trace.
+    """
 
     def __init__(self, meta: dict[str, Any] | None = None, warn: bool = True,
                  annotate: bool = False) -> None:
@@ -208,8 +256,16 @@ class Capture:
         self._warn = warn
         self._annotate = annotate
         self._stack: contextlib.ExitStack | None = None
+        self._state = "new"  # -> "recording" -> "done"
 
     def __enter__(self) -> Trace:
+        # checked before anything is entered, so a refused entry leaves no mode or hook
+        if self._state != "new":
+            what = ("is already recording (a Capture cannot be nested in itself)"
+                    if self._state == "recording" else "has already recorded its block")
+            raise RuntimeError(
+                f"this Capture {what}; a Capture is single-use: call roofline.capture() "
+                "again for a new trace.")
         stack = contextlib.ExitStack()
         try:
             stack.enter_context(_dynamo_disabled())
@@ -221,6 +277,8 @@ class Capture:
 
             def post(*_: Any) -> None:
                 recorder.in_optimizer -= 1
+                if not recorder.in_optimizer:  # the step consumed the gradients
+                    recorder.after_backward = False
 
             stack.callback(register_optimizer_step_pre_hook(pre).remove)
             stack.callback(register_optimizer_step_post_hook(post).remove)
@@ -230,12 +288,15 @@ class Capture:
             raise
         self._recorder = recorder
         self._stack = stack
+        self._state = "recording"
         return self.trace
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        assert self._stack is not None
+        if self._stack is None:
+            raise RuntimeError("Capture.__exit__ without a matching __enter__")
         self._stack.close()
         self._stack = None
+        self._state = "done"
         self.trace.ops = self._recorder.ops
         self.trace.meta.setdefault("torch", torch.__version__)
         if exc_type is None and self._warn:
@@ -243,7 +304,7 @@ class Capture:
 
 
 def capture(meta: dict[str, Any] | None = None) -> Capture:
-    """Capture every op run inside a ``with`` block.
+    """Capture every op run inside a ``with`` block (one block per capture).
 
     Examples
     --------

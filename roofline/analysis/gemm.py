@@ -1,0 +1,101 @@
+"""Matmul-class ops as GEMMs: their shape, the share of the chip they fill, depthwise convs.
+
+``fill`` is the share of the chip a matmul-class op can occupy: its output tiles
+(128x128 per compute unit, as cuBLAS/CUTLASS tile it; a convolution as its implicit
+GEMM; attention: one 128-row block per batch x head), times the split-K chunks of 1024
+its reduction allows, over the device's compute units, at most 1. Tile shapes and
+split-K heuristics of real libraries vary; skinny GEMMs are the least certain.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from roofline.hardware import DeviceSpec
+from roofline.hardware.curves import interpolate_matmul
+from roofline.hardware.engines import Engine
+from roofline.tracing.records import OpRecord
+
+Gemm = tuple[int, int, int, float]  # (batch, rows, cols, reduction length k)
+
+TILE_SIDE = 128  # cuBLAS/CUTLASS-style 128x128 output tile per compute unit
+SPLIT_K = 1024  # reduction length per split-K chunk
+
+
+def gemm(op: OpRecord) -> Gemm | None:
+    """(batch, rows, cols, k) of a matmul-class op as a GEMM, from its shapes and FLOPs."""
+    if not op.output_shapes or not op.output_shapes[0]:
+        return None
+    out = op.output_shapes[0]
+    grads = 1  # GEMMs of the same shape the FLOPs count
+    if op.category == "conv" and op.backward_kernel and op.input_shapes:
+        # the forward's implicit GEMM, from grad_output; the FLOPs hold one GEMM per
+        # gradient computed (input and weight are 3-D or more, a bias gradient is 1-D)
+        out = op.input_shapes[0]
+        grads = max(1, sum(len(shape) >= 3 for shape in op.output_shapes))
+    if op.category == "attention" and len(out) == 4:  # per (batch, head): (s x d) @ (d x s)
+        b, h, s, d = out
+        return b * h, s, s, float(d)
+    if op.category == "conv" and len(out) >= 3:  # implicit GEMM: rows N*H*W, columns C_out
+        rows, cols, batch = int(np.prod(out)) // max(out[1], 1), out[1], 1
+    else:
+        rows, cols = (out[-2], out[-1]) if len(out) >= 2 else (1, out[-1])
+        batch = int(np.prod(out[:-2])) if len(out) > 2 else 1
+    # the reduction length, derived from the FLOPs: 2 x outputs x K per GEMM
+    return batch, rows, cols, op.flops / max(2 * int(np.prod(out)) * grads, 1)
+
+
+def fill(op: OpRecord, compute_units: int | None) -> float:
+    """Share of the chip a matmul-class op can occupy (1 when unknown).
+
+    An op with no output tiles (an empty batch, an expert that got no tokens) has no
+    FLOPs either; it is given fill 1, so that 0 FLOPs cost 0 seconds rather than 0/0.
+    """
+    shape = gemm(op)
+    if not compute_units or shape is None:
+        return 1.0
+    batch, rows, cols, k = shape
+    if op.category == "attention":
+        tiles = batch * -(-rows // TILE_SIDE)
+        split = 1
+    else:
+        tiles = batch * -(-rows // TILE_SIDE) * -(-cols // TILE_SIDE)
+        # too few tiles: cuBLAS-style split-K spreads the reduction dimension over more
+        # compute units, in chunks of SPLIT_K
+        split = max(1, int(k // SPLIT_K))
+    if tiles <= 0:
+        return 1.0
+    return min(1.0, tiles * split / compute_units)
+
+
+def is_depthwise(op: OpRecord) -> bool:
+    """A convolution with one input channel per group (and more than one group)."""
+    if op.category != "conv":
+        return False
+    backward = op.backward_kernel
+    x, w = (1, 2) if backward else (0, 1)  # (grad_out,) input, weight, ...
+    shapes = op.input_shapes
+    if len(shapes) <= w or len(shapes[w]) < 3 or len(shapes[x]) < 3:
+        return False
+    out = shapes[0] if backward else (op.output_shapes[0] if op.output_shapes else ())
+    # weight (C_out, C_in / groups, ...) with C_out the output's channels: not a transposed
+    # convolution, whose weight is (C_in, C_out / groups, ...)
+    return shapes[w][1] == 1 and shapes[x][1] > 1 and len(out) >= 2 and out[1] == shapes[w][0]
+
+
+def depthwise_rate(spec: DeviceSpec, op: OpRecord, engine: Engine) -> float | None:
+    """Calibrated FLOP/s of a depthwise convolution on the vector ``engine`` it runs on
+    (the forward's for a backward not measured)."""
+    forward = spec.depthwise_flops_per_s.get(engine.dtype)
+    if op.backward_kernel:
+        return spec.depthwise_backward_flops_per_s.get(engine.dtype, forward)
+    return forward
+
+
+def curve_rates(gemms: list[Gemm], points: list[Any]) -> np.ndarray:
+    """Measured FLOP/s of each GEMM shape (batches stacked as rows)."""
+    dims = np.array([(b * r, c, max(k, 1.0)) for b, r, c, k in gemms],
+                    dtype=float).reshape(-1, 3)
+    return interpolate_matmul(points, dims[:, 0], dims[:, 1], dims[:, 2])

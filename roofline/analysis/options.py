@@ -1,0 +1,72 @@
+"""Analysis options: which engines PyTorch would use, achievable fractions, host time."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+#: Keys of ``efficiency``: the matrix and vector engines and the memory system.
+EFFICIENCY_KEYS = ("matrix", "vector", "memory")
+
+
+@dataclass(frozen=True)
+class Options:
+    """Analysis options; every public entry point takes them as keywords.
+
+    Attributes
+    ----------
+    tf32_matmul : bool
+        fp32 matmuls use TF32 tensor cores (``torch.backends.cuda.matmul.allow_tf32``).
+    tf32_conv : bool
+        fp32 convolutions use TF32 (``torch.backends.cudnn.allow_tf32``, on by default).
+    fp16_accumulate : bool
+        fp16 matmuls accumulate in fp16 (``torch.backends.cuda.matmul.allow_fp16_accumulation``;
+        cuBLAS ``CUBLAS_COMPUTE_16F``, which llama.cpp uses): on a device with a faster
+        fp16-accumulate peak (GeForce), that peak.
+    efficiency : float or dict, optional
+        Achievable fraction of peak: one float for every roof, or a dict with keys
+        ``matrix``, ``vector``, ``memory``. Overrides the device's own ``efficiency``.
+    host_seconds : float
+        Time per step off the device (data loading, Python), fixed across devices.
+    host_fraction : float, optional
+        The same, as a fraction of the whole step on the analysed device.
+    overhead : bool
+        Model per-kernel launch overhead (``False``: a pure roofline).
+    """
+
+    tf32_matmul: bool = False
+    tf32_conv: bool = True
+    fp16_accumulate: bool = False
+    efficiency: float | dict[str, float] | None = None
+    host_seconds: float = 0.0
+    host_fraction: float | None = None
+    overhead: bool = True
+
+    def __post_init__(self) -> None:
+        if not _real(self.host_seconds) or not math.isfinite(self.host_seconds) \
+                or self.host_seconds < 0:
+            raise ValueError(f"host_seconds must be a finite number >= 0, got "
+                             f"{self.host_seconds!r}")
+        if self.host_fraction is not None and not (
+                _real(self.host_fraction) and 0 <= self.host_fraction < 1):
+            raise ValueError(f"host_fraction must be in [0, 1), got {self.host_fraction!r}")
+        for k, v in efficiency_dict(self.efficiency).items():
+            if k not in EFFICIENCY_KEYS:
+                raise ValueError(f"unknown efficiency key {k!r} ({', '.join(EFFICIENCY_KEYS)})")
+            if not (_real(v) and 0 < v <= 1):
+                raise ValueError(f"efficiency[{k!r}] must be in (0, 1], got {v!r}")
+
+
+def _real(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def efficiency_dict(e: float | dict[str, float] | None) -> dict[str, float]:
+    """``efficiency`` as a dict keyed by :data:`EFFICIENCY_KEYS` (empty when unset)."""
+    if e is None:
+        return {}
+    if isinstance(e, (int, float)):
+        return dict.fromkeys(EFFICIENCY_KEYS, float(e))
+    if not isinstance(e, dict):
+        raise ValueError(f"efficiency must be a float or a dict, got {type(e).__name__}")
+    return dict(e)

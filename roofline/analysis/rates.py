@@ -1,0 +1,107 @@
+"""Which engine runs each op, at what rate: PyTorch's choices on one device.
+
+Matmul-class ops (matmul, conv, attention) run on the matrix engine in their dtype
+(depthwise convolutions, one input channel per group, on the vector engine); fp32 matmuls
+use TF32 only when ``tf32_matmul=True`` (PyTorch's default is off), convolutions when
+``tf32_conv=True`` (PyTorch's default is on). A dtype the device has no matrix engine for
+falls back as PyTorch would (to the vector engine; fp8 to the 16-bit matrix peak) and the
+analysis says so in ``assumptions``. Everything else runs on the vector engine in its
+dtype (fp32 when the device lists no vector rate for it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from roofline.analysis.options import EFFICIENCY_KEYS, Options, efficiency_dict
+from roofline.hardware import DeviceSpec
+from roofline.hardware.engines import Engine
+from roofline.hardware.units import canonical_dtype
+
+# Integer and boolean ops (indices, masks) are costed at the fp32 vector rate without a note.
+_NOTED_FALLBACKS = frozenset({"fp16", "bf16", "fp8", "fp64"})
+
+
+def dtype_key(dtype: str) -> str:
+    """Canonical dtype key of a trace dtype; integer, boolean and unknown dtypes give ``""``
+    (they have no engine of their own and fall back to the fp32 vector rate)."""
+    try:
+        key = canonical_dtype(dtype or "float32")
+    except ValueError:
+        return ""
+    return "" if key in ("int8", "int4") and dtype not in ("int8", "uint8") else key
+
+
+@dataclass
+class Rates:
+    """Effective rates of one device, looked up once per (matrix, dtype, category)."""
+
+    spec: DeviceSpec
+    options: Options
+    assumptions: list[str] = field(default_factory=list)
+    _cache: dict[tuple[bool, str, str], tuple[Engine, float] | None] = field(
+        default_factory=dict)
+
+    def __post_init__(self) -> None:
+        eff = dict.fromkeys(EFFICIENCY_KEYS, 1.0)
+        eff.update(efficiency_dict(self.spec.efficiency))
+        eff.update(efficiency_dict(self.options.efficiency))
+        self.efficiency = eff
+        self.bandwidth_bytes_per_s = self.spec.bandwidth_bytes_per_s * eff["memory"]
+
+    def note(self, text: str) -> None:
+        if text not in self.assumptions:
+            self.assumptions.append(text)
+
+    def compute(self, matrix: bool, dtype: str, category: str) -> tuple[Engine, float] | None:
+        """(engine, effective FLOP/s) of an op of ``category``; None when the device lists
+        no rate that could run it."""
+        key = (matrix, dtype, category)
+        if key not in self._cache:
+            self._cache[key] = self._lookup(matrix, dtype_key(dtype), category)
+        return self._cache[key]
+
+    def _rated(self, engine: Engine) -> tuple[Engine, float] | None:
+        peak = self.spec.peak_flops_per_s(None, engine)
+        return None if peak is None else (engine, peak * self.efficiency[engine.kind])
+
+    def _lookup(self, matrix: bool, dtype: str, category: str) -> tuple[Engine, float] | None:
+        if matrix and dtype and (found := self._matrix(dtype, category)) is not None:
+            return found
+        return self._vector(dtype)
+
+    def _matrix(self, dtype: str, category: str) -> tuple[Engine, float] | None:
+        spec, name, opts = self.spec, self.spec.name, self.options
+        want = dtype
+        tf32 = opts.tf32_conv if category == "conv" else opts.tf32_matmul
+        if dtype == "fp32" and tf32:
+            want = "tf32" if spec.peak_flops_per_s("tf32", "matrix") is not None else "fp32"
+        if want == "fp8" and spec.peak_flops_per_s("fp8", "matrix") is None:
+            for alt in ("bf16", "fp16"):
+                if (found := self._rated(Engine("matrix", alt))) is not None:
+                    self.note(f"{name} has no fp8 matrix peak: fp8 matmuls costed at its "
+                              f"{alt} matrix peak")
+                    return found
+        # cuBLAS matmuls only: cuDNN convolutions and fused attention accumulate in fp32
+        if opts.fp16_accumulate and want == "fp16" and category == "matmul" \
+                and spec.fp16_accumulate_flops_per_s is not None:
+            return self._rated(Engine("matrix", "fp16", "fp16"))
+        if (found := self._rated(Engine("matrix", want))) is not None:
+            return found
+        if want == "fp32" and spec.peak_flops_per_s("tf32", "matrix") is not None:
+            # the engine exists, but PyTorch leaves TF32 off by default for matmuls
+            flag = "tf32_conv" if category == "conv" else "tf32_matmul"
+            self.note(f"{name}: float32 {category} ops run on its vector units with TF32 "
+                      f"off ({flag}=False, PyTorch's matmul default; --dtype tf32 on the CLI)")
+        else:
+            self.note(f"{name} has no {want} matrix units: {want} matmuls run on its vector "
+                      "units, as PyTorch falls back")
+        return None
+
+    def _vector(self, dtype: str) -> tuple[Engine, float] | None:
+        if dtype and dtype != "tf32" and (found := self._rated(Engine("vector", dtype))):
+            return found
+        found = self._rated(Engine("vector", "fp32"))
+        if found is not None and dtype in _NOTED_FALLBACKS:
+            self.note(f"{self.spec.name} lists no {dtype} vector rate: costed at its fp32 rate")
+        return found

@@ -1,0 +1,73 @@
+"""Why a speedup is what it is, as data: shares per bound, the categories behind them,
+the Amdahl limits and the assumptions. ``roofline.explain`` puts them in words."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from roofline.analysis.timing import Analysis
+
+if TYPE_CHECKING:
+    from roofline.analysis.compare import Comparison
+
+#: Categories named per bound in the reasons.
+TOP_CATEGORIES = 3
+
+
+@dataclass(frozen=True)
+class Reasons:
+    """The structured reasons of a :class:`~roofline.analysis.compare.Comparison`.
+
+    Attributes
+    ----------
+    src, dst : str
+        Device names.
+    speedup, flops_ratio, bandwidth_ratio : float
+        Predicted speedup; ratio of the dominant engines' peaks and of the bandwidths.
+    shares : dict[str, float]
+        Fraction of the source step per bound (``compute``, ``memory``, ``overhead``) and
+        ``host`` (time off the device).
+    categories : dict[str, list[str]]
+        Per bound, the op categories with the most source time under it, largest first.
+    limits : dict[str, float]
+        Speedup on the source with infinite FLOP/s (``infinite_flops``) and with infinite
+        bandwidth (``infinite_bandwidth``).
+    assumptions : list[str]
+        Both analyses' assumptions, each once.
+    empty : bool
+        The trace predicts no time at all (no ops, or views only).
+    """
+
+    src: str
+    dst: str
+    speedup: float
+    flops_ratio: float
+    bandwidth_ratio: float
+    shares: dict[str, float]
+    categories: dict[str, list[str]]
+    limits: dict[str, float]
+    assumptions: list[str] = field(default_factory=list)
+    empty: bool = False
+
+
+def top_categories(a: Analysis, bound: str, n: int = TOP_CATEGORIES) -> list[str]:
+    """The ``n`` categories with the most time under ``bound``, largest first."""
+    seconds: dict[str, float] = {}
+    for op, b, s in zip(a.trace.ops, a.bound, a.op_seconds, strict=True):
+        if b == bound:
+            seconds[str(op.category)] = seconds.get(str(op.category), 0.0) + float(s)
+    return sorted(seconds, key=lambda c: -seconds[c])[:n]
+
+
+def reasons(c: Comparison) -> Reasons:
+    """The reasons of ``c``'s speedup."""
+    src, dst = c.src, c.dst
+    shares = {k: v["fraction"] for k, v in src.by_bound().items()}
+    return Reasons(
+        src=src.device.name, dst=dst.device.name, speedup=c.speedup,
+        flops_ratio=c.flops_ratio, bandwidth_ratio=c.bandwidth_ratio, shares=shares,
+        categories={b: top_categories(src, b) for b in shares if b != "host"},
+        limits=c.speedup_limits(),
+        assumptions=list(dict.fromkeys(src.assumptions + dst.assumptions)),
+        empty=src.seconds == 0)

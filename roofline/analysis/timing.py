@@ -1,0 +1,380 @@
+"""Per-operator roofline: which roof bounds each op on a device, and how long it takes.
+
+The time model (one place, used by analyze, compare, what_if and sweep)
+---------------------------------------------------------------------------
+Each op has one time per roof in :data:`ROOFS`; on a device with effective compute rate
+``P`` (peak x efficiency of the engine that runs it), bandwidth ``B`` and per-kernel
+overhead ``L``::
+
+    compute_seconds  = flops / (P * fill)
+    memory_seconds   = bytes / B
+    overhead_seconds = kernels * L
+    seconds          = max over the roofs
+
+and the op's bound is the roof that wins. ``L`` (``launch_overhead_seconds``, a device
+field) is the least time a kernel occupies the device: launch latency and the ramp of a
+kernel too small to fill the chip; an op below it is ``overhead``-bound and gains nothing
+from more FLOP/s or bandwidth. ``fill`` is the share of the chip a matmul-class op can
+occupy (:mod:`roofline.analysis.gemm`); the engine and its rate are PyTorch's choice
+(:mod:`roofline.analysis.rates`).
+
+A calibrated spec (``roofline.calibrate``) carries measured curves that replace those two
+models where they exist: a matmul-class op runs at the rate ``torch.mm`` reached on its
+(m, n, k) shape (batches stacked as rows; a convolution as its implicit GEMM), with fill
+1, and an op's bytes move at the rate an elementwise add moving that many bytes reached
+(cache, threads and launch included). See ``roofline/hardware/curves.py``.
+
+Time spent off the device (data loading, host work) is added as ``host_seconds`` and
+stays fixed when the device changes (Amdahl's law).
+
+A new roof (communication over a link, say) is one entry in :data:`ROOFS` and one row
+of seconds computed in :func:`analyze`; everything else (bounds, what-ifs, breakdowns,
+runtime rescaling) loops over the roofs.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from roofline.analysis import gemm
+from roofline.analysis.options import Options
+from roofline.analysis.rates import Rates, dtype_key
+from roofline.hardware import DeviceSpec, get_device
+from roofline.hardware.curves import interpolate_memory
+from roofline.hardware.engines import Engine
+from roofline.tracing.records import MATRIX_CATEGORIES, OpRecord, Trace
+from roofline.tracing.tracer import RooflineWarning
+
+#: The roofs, in the order of :attr:`Analysis.roof_seconds`'s rows; also the bound names.
+ROOFS: tuple[str, ...] = ("compute", "memory", "overhead")
+#: The same, for code that says "bound".
+BOUNDS = ROOFS
+
+
+def ratio(a: float, b: float) -> float:
+    """``a / b``, with 0 / 0 = 1 (nothing to speed up) and a / 0 = inf."""
+    if b == 0:
+        return 1.0 if a == 0 else math.inf
+    return a / b
+
+
+@dataclass
+class Analysis:
+    """A trace costed on one device.
+
+    Per-op arrays line up with ``trace.ops``: ``engine`` (None for an op with no FLOPs or
+    no rate), ``flops_per_s`` (the engine's effective rate), ``fill``, ``bytes_per_s``
+    (the effective bandwidth the op's bytes move at) and ``roof_seconds`` (one row per
+    roof of :data:`ROOFS`).
+    """
+
+    trace: Trace
+    device: DeviceSpec
+    options: Options
+    engine: list[Engine | None]
+    flops_per_s: np.ndarray
+    fill: np.ndarray
+    bytes_per_s: np.ndarray
+    roof_seconds: np.ndarray
+    host_seconds: float
+    assumptions: list[str]
+
+    def roof(self, name: str) -> np.ndarray:
+        """Seconds of every op under roof ``name``."""
+        return self.roof_seconds[_roof_index(name)]
+
+    @property
+    def compute_seconds(self) -> np.ndarray:
+        return self.roof("compute")
+
+    @property
+    def memory_seconds(self) -> np.ndarray:
+        return self.roof("memory")
+
+    @property
+    def overhead_seconds(self) -> np.ndarray:
+        return self.roof("overhead")
+
+    @property
+    def op_seconds(self) -> np.ndarray:
+        """Predicted time of each op."""
+        return _combine(self.roof_seconds)
+
+    @property
+    def bound(self) -> list[str]:
+        """The roof that bounds each op (``compute``, ``memory`` or ``overhead``)."""
+        if not self.roof_seconds.shape[1]:
+            return []
+        return [ROOFS[i] for i in np.argmax(self.roof_seconds, axis=0)]
+
+    @property
+    def device_seconds(self) -> float:
+        """Predicted time on the device (sum over ops)."""
+        return float(self.op_seconds.sum())
+
+    @property
+    def seconds(self) -> float:
+        """Predicted step time: device time plus host time."""
+        return self.device_seconds + self.host_seconds
+
+    @property
+    def intensity(self) -> np.ndarray:
+        """FLOPs per byte of each op (``inf`` for an op that moves no bytes)."""
+        flops, nbytes = _column(self.trace, "flops"), _column(self.trace, "bytes")
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(nbytes > 0, flops / np.maximum(nbytes, 1), np.inf)
+
+    @property
+    def ridge_point(self) -> np.ndarray:
+        """FLOPs per byte where each op's compute roof (its rate x fill) meets its memory
+        roof (the bandwidth its bytes move at): above it the op is compute-bound."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return self.flops_per_s * self.fill / self.bytes_per_s
+
+    @property
+    def achieved_flops_per_s(self) -> float:
+        """Total FLOPs over the predicted step time."""
+        return ratio(self.trace.total_flops, self.seconds) if self.seconds else 0.0
+
+    @property
+    def mfu(self) -> float:
+        """Model FLOP utilisation: achieved over the peak of the dominant engine."""
+        peak = self.peak_flops_per_s
+        return self.achieved_flops_per_s / peak if peak else 0.0
+
+    @property
+    def peak_flops_per_s(self) -> float:
+        """Datasheet peak of the engine that carries most of the FLOPs."""
+        by_engine: dict[Engine, int] = {}
+        for op, engine in zip(self.trace.ops, self.engine, strict=True):
+            if engine is not None:
+                by_engine[engine] = by_engine.get(engine, 0) + op.flops
+        if not by_engine:
+            return 0.0
+        top = max(by_engine, key=lambda e: by_engine[e])
+        return self.device.peak_flops_per_s(None, top) or 0.0
+
+    @property
+    def unrated_flops_share(self) -> float:
+        """Share of the trace's FLOPs that no engine of the device has a rate for (costed by
+        bytes and overhead only; see ``assumptions``). 0 when every FLOP has a rate."""
+        flops = _column(self.trace, "flops")
+        unrated = np.array([e is None for e in self.engine], dtype=bool) & (flops > 0)
+        return float(flops[unrated].sum() / flops.sum()) if unrated.any() else 0.0
+
+    def _group(self, keys: list[str]) -> dict[str, dict[str, float]]:
+        out: dict[str, dict[str, float]] = {}
+        for k, s in zip(keys, self.op_seconds, strict=True):
+            out.setdefault(k, {"seconds": 0.0, "fraction": 0.0})["seconds"] += float(s)
+        for v in out.values():
+            v["fraction"] = ratio(v["seconds"], self.seconds) if self.seconds else 0.0
+        return dict(sorted(out.items(), key=lambda kv: -kv[1]["seconds"]))
+
+    def by_bound(self) -> dict[str, dict[str, float]]:
+        """Seconds and fraction of the step per bound (``host`` included when nonzero)."""
+        out = {b: {"seconds": 0.0, "fraction": 0.0} for b in ROOFS}
+        out.update(self._group(self.bound))
+        if self.host_seconds:
+            out["host"] = {"seconds": self.host_seconds,
+                           "fraction": self.host_seconds / self.seconds}
+        return out
+
+    def by_category(self) -> dict[str, dict[str, float]]:
+        return self._group([str(op.category) for op in self.trace.ops])
+
+    def by_phase(self) -> dict[str, dict[str, float]]:
+        return self._group([op.phase for op in self.trace.ops])
+
+    def by_module(self, depth: int | None = 2) -> dict[str, dict[str, float]]:
+        return self._group([op.module if depth is None else
+                            ".".join(op.module.split(".")[:depth]) for op in self.trace.ops])
+
+    def uncounted_share(self) -> dict[str, float]:
+        """Share of bytes and of predicted time taken by ops with no FLOP formula."""
+        mask = np.array([not op.counted for op in self.trace.ops], dtype=bool)
+        nbytes = _column(self.trace, "bytes")
+        return {"bytes": float(nbytes[mask].sum() / (nbytes.sum() or 1.0)),
+                "seconds": float(self.op_seconds[mask].sum() / (self.seconds or 1.0))}
+
+    def seconds_with(self, **factors: float) -> float:
+        """Step time with each named roof ``factor`` x faster, e.g. ``compute=2.0``.
+
+        ``float('inf')`` removes a roof: ``memory=math.inf`` gives the step time with
+        infinite bandwidth. Keys are the names in :data:`ROOFS`.
+        """
+        scale = np.ones(len(ROOFS))
+        for name, factor in factors.items():
+            if not (isinstance(factor, (int, float)) and factor > 0):
+                raise ValueError(f"{name} factor must be a number > 0, got {factor!r}")
+            scale[_roof_index(name)] = factor
+        with np.errstate(divide="ignore"):
+            inverse = np.where(np.isinf(scale), 0.0, 1.0 / scale)
+        return float(_combine(self.roof_seconds * inverse[:, None]).sum()) + self.host_seconds
+
+    def to_dataframe(self) -> Any:
+        """One row per op: the trace's columns plus times, bound and roofline values."""
+        df = self.trace.to_dataframe()
+        df["engine"] = [str(e) if e is not None else "" for e in self.engine]
+        df["flops_per_s"] = self.flops_per_s
+        df["bytes_per_s"] = self.bytes_per_s
+        df["intensity"] = self.intensity
+        df["ridge_point"] = self.ridge_point
+        df["fill"] = self.fill
+        for name, row in zip(ROOFS, self.roof_seconds, strict=True):
+            df[f"{name}_seconds"] = row
+        df["seconds"] = self.op_seconds
+        df["bound"] = self.bound
+        return df
+
+    def top(self, n: int = 10) -> list[tuple[OpRecord, float, str]]:
+        """The ``n`` slowest ops: (record, seconds, bound)."""
+        order = np.argsort(-self.op_seconds)[:n]
+        bounds = self.bound
+        return [(self.trace.ops[i], float(self.op_seconds[i]), bounds[i]) for i in order]
+
+    def __repr__(self) -> str:
+        shares = ", ".join(f"{b} {v['fraction']:.0%}" for b, v in self.by_bound().items()
+                           if v["seconds"])
+        return (f"Analysis({self.device.name}: {self.seconds * 1e3:.3f} ms/step, "
+                f"{len(self.trace.ops)} ops, MFU {self.mfu:.1%}; {shares})")
+
+
+def _roof_index(name: str) -> int:
+    try:
+        return ROOFS.index(name)
+    except ValueError:
+        raise ValueError(f"unknown roof {name!r}; roofs are {', '.join(ROOFS)}") from None
+
+
+def _combine(roof_seconds: np.ndarray) -> np.ndarray:
+    """Each op's time from its roofs: the slowest one (the roofline's max)."""
+    if not roof_seconds.shape[1]:
+        return np.zeros(0)
+    return roof_seconds.max(axis=0)
+
+
+def _column(trace: Trace, name: str) -> np.ndarray:
+    return np.fromiter((getattr(op, name) for op in trace.ops), dtype=float,
+                       count=len(trace.ops))
+
+
+def _engines(trace: Trace, spec: DeviceSpec, rates: Rates,
+             ) -> tuple[list[Engine | None], np.ndarray, np.ndarray]:
+    """Engine, effective FLOP/s and fill of every op."""
+    n = len(trace.ops)
+    engines: list[Engine | None] = [None] * n
+    rate, fill = np.zeros(n), np.ones(n)
+    on_curve: dict[str, list[int]] = {}  # measured matmul curve's dtype -> op indices
+    shapes: dict[int, gemm.Gemm] = {}
+    for i, op in enumerate(trace.ops):
+        if op.flops <= 0:  # nothing to compute: no engine, no rate to look up
+            continue
+        matrix = op.category in MATRIX_CATEGORIES
+        depthwise = matrix and gemm.is_depthwise(op)
+        if depthwise:  # a per-channel stencil: no GEMM for matrix units
+            matrix = False
+            rates.note("depthwise convolutions run on the vector units (one input channel "
+                       "per group leaves no GEMM for matrix units)")
+        found = rates.compute(matrix, op.dtype, op.category)
+        if found is None:
+            continue
+        engines[i], rate[i] = found
+        engine = found[0]
+        if depthwise and (measured := gemm.depthwise_rate(spec, op, engine)):
+            rate[i] = measured * rates.efficiency["vector"]
+            rates.note("depthwise convolutions run at the calibrated depthwise rates")
+        if matrix:  # a GEMM, on the matrix engine or fallen back to the vector one
+            if _on_curve(spec, op, engine) and (shape := gemm.gemm(op)) is not None:
+                on_curve.setdefault(engine.dtype, []).append(i)
+                shapes[i] = shape
+            else:
+                fill[i] = gemm.fill(op, spec.compute_units)
+    for dtype, idx in on_curve.items():  # the measured rate of the shape replaces peak x fill
+        rate[idx] = gemm.curve_rates([shapes[i] for i in idx], spec.matmul_curve[dtype]) \
+            * rates.efficiency["matrix"]
+    return engines, rate, fill
+
+
+def _on_curve(spec: DeviceSpec, op: OpRecord, engine: Engine) -> bool:
+    """Whether the measured matmul curve holds the op: it measured torch.mm in the op's own
+    dtype (tf32 for fp32 on TF32) with PyTorch's default fp32 accumulation; a fallback to
+    another dtype, or fp16 accumulation, is not on it."""
+    own = dtype_key(op.dtype)
+    return (engine.dtype in spec.matmul_curve and engine.accumulate == "fp32"
+            and (engine.dtype == own or (engine.dtype, own) == ("tf32", "fp32")))
+
+
+def analyze(trace: Trace, device: str | DeviceSpec, **options: Any) -> Analysis:
+    """Cost every op of ``trace`` on ``device`` (a registry name or a DeviceSpec).
+
+    Keyword options are those of :class:`~roofline.analysis.options.Options`.
+    """
+    if not isinstance(trace, Trace):
+        raise TypeError(f"analyze() takes a Trace (from roofline.trace or roofline.capture), "
+                        f"got {type(trace).__name__}; trace the model first: "
+                        "t = roofline.trace(model, *inputs)")
+    spec = get_device(device)
+    opts = Options(**options)
+    rates = Rates(spec, opts)
+    n = len(trace.ops)
+    flops, nbytes = _column(trace, "flops"), _column(trace, "bytes")
+    engines, rate, fill = _engines(trace, spec, rates)
+    unrated = (flops > 0) & (rate <= 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        compute = np.where(flops > 0, flops / (rate * fill), 0.0)
+    compute[unrated] = 0.0
+    if spec.memory_curve:  # measured bytes/s of an op that size: cache, threads, launch
+        bandwidth = interpolate_memory(spec.memory_curve, nbytes) * rates.efficiency["memory"]
+    else:
+        bandwidth = np.full(n, rates.bandwidth_bytes_per_s)
+    memory = nbytes / bandwidth
+    kernels = _column(trace, "kernels")
+    overhead = kernels * spec.launch_overhead_seconds if opts.overhead else np.zeros(n)
+    roofs = np.stack([compute, memory, overhead]) if n else np.zeros((len(ROOFS), 0))
+    device_seconds = float(_combine(roofs).sum())
+    host = opts.host_seconds
+    if opts.host_fraction:
+        host += opts.host_fraction / (1 - opts.host_fraction) * device_seconds
+    if unrated.any():  # a gap in the device's peaks: in the result and said out loud
+        gap = _unrated_note(trace, spec, flops, unrated)
+        rates.assumptions.append(gap)
+        warnings.warn(gap, RooflineWarning, stacklevel=2)
+    rates.assumptions.extend(_trace_notes(trace, nbytes))
+    return Analysis(trace, spec, opts, engines, rate, fill, bandwidth, roofs, host,
+                    rates.assumptions)
+
+
+def _unrated_note(trace: Trace, spec: DeviceSpec, flops: np.ndarray,
+                  unrated: np.ndarray) -> str:
+    dtypes = sorted({trace.ops[i].dtype or "?" for i in np.flatnonzero(unrated)})
+    return (f"{spec.name} lists no compute rate for {', '.join(dtypes)} ops on any engine: "
+            f"{int(unrated.sum())} op calls ({flops[unrated].sum() / max(flops.sum(), 1):.1%} "
+            "of FLOPs) are costed by their bytes and launch overhead only")
+
+
+def _trace_notes(trace: Trace, nbytes: np.ndarray) -> list[str]:
+    """What the analysis assumed about the trace's gaps and capture choices."""
+    notes = []
+    uncounted = [not op.counted for op in trace.ops]
+    if any(uncounted):
+        share = nbytes[uncounted].sum() / max(nbytes.sum(), 1)
+        notes.append(f"{sum(uncounted)} op calls have no FLOP formula ({share:.1%} of bytes): "
+                     "costed by their bytes and launch overhead only")
+    if calls := trace.meta.get("attention_calls"):
+        notes.append(
+            f"attention calls with dropout ({calls}) were traced as one fused kernel each, "
+            "as CUDA runs them; a CPU runs them unfused in fp32 (trace(..., "
+            "attention='as-run') for a CPU prediction)" if trace.meta.get("attention") ==
+            "fused" else f"attention calls ({calls}) were traced as explicit matmul, softmax "
+            "and dropout (attention='eager')")
+    if unfused := trace.meta.get("attention_unfused"):
+        notes.append(
+            f"attention calls with dropout ({unfused}) are in the trace as the CPU ran them, "
+            "unfused in fp32 (a real-tensor trace, or grouped-query / masked-causal calls); "
+            "CUDA would run one fused kernel")
+    return notes

@@ -1,0 +1,261 @@
+"""Unit slips in device data are rejected, not loaded as wrong numbers (issue 13, item 10).
+
+A decimal comma, a 1000x prefix slip that each number alone survives, and a key given twice
+in one mapping all used to load silently. Every expectation below is derived by hand from
+datasheet numbers or from the registry's own extremes, never from the validators' output.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from roofline.hardware import DeviceSpec, DeviceSpecError, get_device, load_device
+from roofline.hardware import registry as registry_module
+from roofline.hardware.spec import (
+    MEMORY_BANDWIDTH_FLOORS,
+    RIDGE_BANDS_FLOP_PER_BYTE,
+    validate_device,
+)
+from roofline.hardware.units import parse_quantity
+
+SHIPPED = [spec for spec, _ in registry_module._builtin()]
+WIDE = ("fp64", "fp32")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setenv("ROOFLINE_DEVICES_DIR", str(tmp_path / "no-user-devices"))
+    registry_module._reset()
+    yield
+    registry_module._reset()
+
+
+def gpu(**overrides: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {"name": "Slip GPU", "vendor": "Test", "kind": "gpu",
+                            "matrix_flops_per_s": {"bf16": "400 TFLOPS"},
+                            "vector_flops_per_s": {"fp32": "50 TFLOPS"},
+                            "bandwidth_bytes_per_s": "2 TB/s", "memory_type": "HBM3"}
+    data.update(overrides)
+    return data
+
+
+def ridges(spec: DeviceSpec) -> list[tuple[str, str, str, float]]:
+    """(band, table, dtype, FLOP/B) of every peak of a shipped device."""
+    out = []
+    for table in ("matrix_flops_per_s", "matrix_sparse_flops_per_s", "vector_flops_per_s"):
+        for dtype, rate in getattr(spec, table).items():
+            wide = table == "vector_flops_per_s" or dtype in WIDE
+            out.append(("wide" if wide else "narrow", table, dtype,
+                        rate / spec.bandwidth_bytes_per_s))
+    if spec.fp16_accumulate_flops_per_s:
+        out.append(("narrow", "fp16_accumulate_flops_per_s", "",
+                    spec.fp16_accumulate_flops_per_s / spec.bandwidth_bytes_per_s))
+    return out
+
+
+def one_peak(spec: DeviceSpec, table: str, dtype: str, factor: float) -> dict[str, Any]:
+    """``spec`` with only one peak, that one times ``factor`` (no sparse/dense pairing rules)."""
+    data = spec.model_dump()
+    data.update(matrix_flops_per_s={}, matrix_sparse_flops_per_s={}, vector_flops_per_s={},
+                fp16_accumulate_flops_per_s=None)
+    rate = getattr(spec, table)[dtype] if dtype else getattr(spec, table)
+    if table == "fp16_accumulate_flops_per_s":
+        data["matrix_flops_per_s"] = {"fp16": rate * factor / 2}  # the rate it speeds up
+        data[table] = rate * factor
+    else:
+        data[table] = {dtype: rate * factor}
+    return data
+
+
+# --------------------------------------------------------------------------- decimal commas
+@pytest.mark.parametrize("text", ["1,5 TB/s", "3,35 TB/s", "1,50 TB/s", "1,2345 TB/s",
+                                  "1,979,5 GB/s"])
+def test_decimal_comma_is_rejected(text: str) -> None:
+    with pytest.raises(ValueError, match="thousands separator"):
+        parse_quantity(text, "bandwidth")
+
+
+@pytest.mark.parametrize(("text", "value"), [("1,979 TFLOPS", 1979e12),
+                                             ("1,000,000 GFLOPS", 1e15),
+                                             ("2,039.5 GB/s", 2039.5e9)])
+def test_thousands_separators_still_parse(text: str, value: float) -> None:
+    kind = "bandwidth" if text.endswith("B/s") else "flops"
+    assert parse_quantity(text, kind) == pytest.approx(value, rel=1e-12)
+
+
+def test_decimal_comma_in_a_device_file_names_the_field(tmp_path: Path) -> None:
+    path = tmp_path / "eu.yaml"
+    path.write_text(yaml.safe_dump(gpu(bandwidth_bytes_per_s="1,5 TB/s")), encoding="utf-8")
+    with pytest.raises(DeviceSpecError, match=r"bandwidth_bytes_per_s.*'1.5'") as info:
+        load_device(path)
+    assert str(path) in str(info.value)
+
+
+# --------------------------------------------------------------------------- ridge bands
+def test_ridge_bands_are_ten_times_beyond_the_registry() -> None:
+    # The bands are derived from the shipped devices (see RIDGE_BANDS_FLOP_PER_BYTE): this
+    # recomputes the extremes, so a new device beyond them fails here until it is re-derived.
+    spans: dict[str, list[float]] = {"narrow": [], "wide": []}
+    for spec in SHIPPED:
+        for band, _, _, ridge in ridges(spec):
+            spans[band].append(ridge)
+    narrow_low, narrow_high = RIDGE_BANDS_FLOP_PER_BYTE["narrow"]
+    assert narrow_low == pytest.approx(min(spans["narrow"]) / 10, rel=0.01)
+    assert narrow_high == pytest.approx(max(spans["narrow"]) * 10, rel=0.01)
+    wide_low, wide_high = RIDGE_BANDS_FLOP_PER_BYTE["wide"]
+    assert wide_low == pytest.approx(min(spans["wide"]) / 100, rel=0.01)  # cut-down fp64 parts
+    assert wide_high == pytest.approx(max(spans["wide"]) * 10, rel=0.01)
+    # the datasheet extremes named in the comment, by hand
+    assert min(spans["narrow"]) == pytest.approx(34.1e12 / 912e9)  # RTX 3080 Ti tf32: 37.4
+    assert max(spans["narrow"]) == pytest.approx(2642.4e12 / 1008e9)  # RTX 4090 int4 2:4
+    assert min(spans["wide"]) == pytest.approx(11e12 / 2.46e12)  # Gaudi 2 bf16 vector: 4.47
+    assert max(spans["wide"]) == pytest.approx(65.3e12 / 576e9)  # RTX 5000 Ada fp32: 113
+
+
+def test_tensor_core_peak_in_gflops_is_rejected() -> None:
+    # H100 SXM bf16 is 989.4 TFLOPS on 3.35 TB/s (ridge 295); in GFLOPS the ridge is 0.295
+    data = gpu(matrix_flops_per_s={"bf16": "989.4 GFLOPS"}, bandwidth_bytes_per_s="3.35 TB/s")
+    with pytest.raises(DeviceSpecError, match=r"matrix_flops_per_s\['bf16'\].*ridge point"):
+        validate_device(data, origin="test")
+    validate_device(gpu(matrix_flops_per_s={"bf16": "989.4 TFLOPS"},
+                        bandwidth_bytes_per_s="3.35 TB/s"), origin="test")  # the right unit
+
+
+@pytest.mark.parametrize("spec", SHIPPED, ids=[s.name for s in SHIPPED])
+def test_every_1000x_slip_of_a_tensor_core_peak_is_rejected(spec: DeviceSpec) -> None:
+    for band, table, dtype, _ in ridges(spec):
+        if band != "narrow":
+            continue
+        validate_device(one_peak(spec, table, dtype, 1.0), origin="test")  # alone it is fine
+        for factor in (1e-3, 1e3):
+            with pytest.raises(DeviceSpecError):
+                validate_device(one_peak(spec, table, dtype, factor), origin="test")
+
+
+@pytest.mark.parametrize("spec", SHIPPED, ids=[s.name for s in SHIPPED])
+def test_1000x_slips_of_other_peaks_rejected_where_the_band_promises(spec: DeviceSpec) -> None:
+    low, _ = RIDGE_BANDS_FLOP_PER_BYTE["wide"]
+    for band, table, dtype, ridge in ridges(spec):
+        if band != "wide":
+            continue
+        with pytest.raises(DeviceSpecError):  # upward: every one (ridge > high / 1000)
+            validate_device(one_peak(spec, table, dtype, 1e3), origin="test")
+        if ridge < 1000 * low:  # downward: only ridges below 44.7 FLOP/B (documented gap)
+            with pytest.raises(DeviceSpecError):
+                validate_device(one_peak(spec, table, dtype, 1e-3), origin="test")
+
+
+def test_real_cut_down_fp64_part_passes() -> None:
+    # B300: 1.25 TFLOPS fp64 on 8 TB/s HBM3e = 0.156 FLOP/B, far below the registry's 4.47
+    b300 = gpu(matrix_flops_per_s={"fp64": "1.25 TFLOPS", "bf16": "2250 TFLOPS"},
+               vector_flops_per_s={"fp64": "1.25 TFLOPS", "fp32": "75 TFLOPS"},
+               bandwidth_bytes_per_s="8 TB/s", memory_type="HBM3e")
+    assert validate_device(b300, origin="test").peak_flops_per_s("fp64") == 1.25e12
+
+
+def test_measured_and_what_if_specs_skip_the_ridge_band() -> None:
+    # calibration measures (a loaded CPU's vector rate can sit at 0.01 FLOP/B), it does not
+    # transcribe; what-if devices may scale a peak by any factor
+    slow = gpu(vector_flops_per_s={"fp32": "20 GFLOPS"}, measured=True)
+    assert validate_device(slow, origin="test").vector_flops_per_s["fp32"] == 20e9
+    with pytest.raises(DeviceSpecError, match="ridge point"):
+        validate_device({**slow, "measured": False}, origin="test")
+    fast = get_device("H100 SXM").scaled(flops_factor=1000)
+    assert fast.peak_flops_per_s("bf16") == pytest.approx(989.4e15)
+
+
+# --------------------------------------------------------------------------- bandwidth floors
+@pytest.mark.parametrize(
+    ("memory_type", "bandwidth", "ok"),
+    [
+        ("HBM3", "3.35 GB/s", False),  # H100's 3.35 TB/s in GB/s
+        ("HBM3", "100 GB/s", False),  # below one HBM1 stack: 1024 pins x 1 Gb/s = 128 GB/s
+        ("HBM", "128 GB/s", True),
+        ("GDDR6X", "10 GB/s", False),  # below one x32 GDDR5 chip at 3.6 Gb/s: 14.4 GB/s
+        ("GDDR6X", "15 GB/s", True),
+        ("DDR5", "10 GB/s", True),  # a single narrow DDR channel: no floor
+        ("LPDDR5", "10 GB/s", True),
+        (None, "10 GB/s", True),
+    ],
+)
+def test_bandwidth_floor_by_memory_type(memory_type: str | None, bandwidth: str,
+                                        ok: bool) -> None:
+    # peaks scaled with the bandwidth, so that only the floor can object (ridge 100 FLOP/B)
+    rate = parse_quantity(bandwidth, "bandwidth") * 100
+    data = gpu(memory_type=memory_type, bandwidth_bytes_per_s=bandwidth,
+               matrix_flops_per_s={"bf16": rate}, vector_flops_per_s={"fp32": rate / 10})
+    if ok:
+        assert validate_device(data, origin="test").memory_type == memory_type
+    else:
+        with pytest.raises(DeviceSpecError, match=r"bandwidth_bytes_per_s.*below"):
+            validate_device(data, origin="test")
+
+
+def test_floors_match_the_jedec_derivations() -> None:
+    assert MEMORY_BANDWIDTH_FLOORS["HBM"] == 1024 * 1e9 / 8  # JESD235: 1024 pins, 1 Gb/s
+    assert MEMORY_BANDWIDTH_FLOORS["GDDR"] == pytest.approx(32 * 3.6e9 / 8)  # JESD212
+
+
+@pytest.mark.parametrize("bad", ["HMB3", "GDDR", "SDRAM", "hbm3x2", ""])
+def test_unknown_memory_type_rejected(bad: str) -> None:
+    if bad == "GDDR":  # a bare family is allowed
+        validate_device(gpu(memory_type=bad), origin="test")
+        return
+    with pytest.raises(DeviceSpecError, match="memory_type"):
+        validate_device(gpu(memory_type=bad), origin="test")
+
+
+def test_every_shipped_gpu_and_accelerator_names_its_memory() -> None:
+    for spec in SHIPPED:
+        assert spec.memory_type, spec.name
+        if spec.kind in ("tpu", "accelerator") or "SXM" in (spec.form_factor or ""):
+            assert spec.memory_type.startswith("HBM"), spec.name
+
+
+# --------------------------------------------------------------------------- duplicate keys
+def test_duplicate_key_in_yaml_names_file_line_and_key(tmp_path: Path) -> None:
+    path = tmp_path / "dup.yaml"
+    path.write_text(
+        "name: Dup GPU\n"
+        "vendor: Test\n"
+        "kind: gpu\n"
+        "bandwidth_bytes_per_s: 3.35 TB/s\n"
+        "matrix_flops_per_s: {bf16: 989.4 TFLOPS}\n"
+        "bandwidth_bytes_per_s: 335 GB/s\n",  # the last value used to win silently
+        encoding="utf-8",
+    )
+    with pytest.raises(DeviceSpecError) as info:
+        load_device(path)
+    message = str(info.value)
+    assert str(path) in message and "line 6" in message and "'bandwidth_bytes_per_s'" in message
+    assert "first at line 4" in message
+
+
+def test_duplicate_key_in_a_nested_mapping(tmp_path: Path) -> None:
+    path = tmp_path / "nested.yaml"
+    path.write_text("- name: Nested GPU\n  vendor: Test\n  kind: gpu\n"
+                    "  bandwidth_bytes_per_s: 2 TB/s\n"
+                    "  matrix_flops_per_s: {bf16: 400 TFLOPS, fp16: 400 TFLOPS, bf16: 4 TFLOPS}\n",
+                    encoding="utf-8")
+    with pytest.raises(DeviceSpecError, match=r"line 5: duplicate key 'bf16'"):
+        load_device(path)
+
+
+def test_duplicate_key_in_json(tmp_path: Path) -> None:
+    path = tmp_path / "dup.json"
+    text = json.dumps(gpu())
+    path.write_text(text[:-1] + ', "kind": "cpu"}', encoding="utf-8")
+    with pytest.raises(DeviceSpecError, match="duplicate key 'kind'"):
+        load_device(path)
+
+
+def test_yaml_loader_is_still_safe(tmp_path: Path) -> None:
+    path = tmp_path / "unsafe.yaml"
+    path.write_text("name: !!python/object/apply:os.system ['true']\n", encoding="utf-8")
+    with pytest.raises(DeviceSpecError, match="cannot parse"):
+        load_device(path)
