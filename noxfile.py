@@ -1,4 +1,5 @@
-"""Sessions: tests (CPU torch pinned by constraints-cpu.txt), lint, types, docs."""
+"""Sessions: tests (CPU torch pinned by constraints-cpu.txt), lint, types, docs, notebooks,
+benchmarks. ``nox`` alone runs tests, lint and types; name the others (``nox -s docs``)."""
 
 import nox
 
@@ -25,13 +26,31 @@ def types(session: nox.Session) -> None:
 
 
 @nox.session(python=["3.11"])
-def benchmarks(session: nox.Session) -> None:
+def notebooks(session: nox.Session) -> None:
+    """Execute every notebook in notebooks/ in a fresh kernel (also part of ``tests``)."""
     session.install(*CONSTRAINTS, "-e", ".[test]")
-    session.run("python", "benchmarks/capture_overhead.py")
+    session.run("python", "-m", "pytest", "-q", "tests/test_notebooks.py", *session.posargs)
 
 
-@nox.session
+# The quick benchmarks (3-4 minutes together on 2 shared cores). The long ones are named:
+# ``nox -s benchmarks -- thread_scaling`` (about 40 minutes), ``published`` (needs the
+# ../shared/validation data), ``gpu`` (a GPU; ``gpu --device cpu`` is its dry run).
+QUICK_BENCHMARKS = ("the_answer", "capture_overhead --quick")
+
+
+@nox.session(python=["3.11"])
+def benchmarks(session: nox.Session) -> None:
+    """Run benchmark scripts: ``nox -s benchmarks [-- "name [args]" ...]``."""
+    session.install(*CONSTRAINTS, "-e", ".[test]")
+    for spec in session.posargs or QUICK_BENCHMARKS:
+        name, *args = spec.split()
+        session.run("python", f"benchmarks/{name.removesuffix('.py')}.py", *args)
+
+
+@nox.session(python=["3.11"])
 def docs(session: nox.Session) -> None:
+    """Build the site into docs/_build/html, warnings as errors."""
     session.install(*CONSTRAINTS, "-e", ".[docs]")
     session.run("python", "docs/gen_devices.py", "--check")
-    session.run("mkdocs", "build", "--strict")
+    session.run("sphinx-build", "-W", "--keep-going", "-b", "html", "docs", "docs/_build/html",
+                *session.posargs)

@@ -191,7 +191,9 @@ def test_mlp_train_analysis_runs_end_to_end() -> None:
     t = roofline.trace(model, torch.randn(16, 64), train=True, loss_fn=lambda o: o.sum())
     a = roofline.analyze(t, "l4")
     df = a.to_dataframe()
-    assert len(df) == len(t) and set(df["bound"]) <= {"compute", "memory", "overhead"}
+    assert len(df) == len(t) and set(df["bound"]) <= {"compute", "memory", "overhead", "none"}
+    # "none" is the bound of exactly the ops that take no time (views)
+    assert ((df["bound"] == "none") == (df["seconds"] == 0)).all()
     assert sum(v["fraction"] for v in a.by_bound().values()) == pytest.approx(1.0)
     assert "ms/step" in repr(a)
 

@@ -205,13 +205,38 @@ def test_extra_filler_words_resolve(query: str, name: str) -> None:
         ("NVIDIA H100 96GB", "H100 SXM"),
         ("H100 PCIe SXM", "H100 PCIe"),
         ("AMD EPYC 9654 64-Core Processor", "EPYC 9654"),
+        # other products whose names start with the query's model number
+        ("NVIDIA H20", "H200 SXM"),  # the China-market Hopper, not an H200
+        ("AMD Instinct MI250", "MI250X"),  # MI250 has fewer CUs than MI250X
+        ("rtx 40", "RTX 4090"),
+        ("MI3", "MI300X"),
     ],
 )
 def test_near_misses_raise_with_a_suggestion(query: str, suggested: str) -> None:
     with pytest.raises(UnknownDeviceError) as info:
         get_device(query)
     message = str(info.value)
-    assert "Did you mean" in message and suggested in message and repr(query) in message
+    assert "not in the registry; similar names:" in message and suggested in message
+    assert repr(query) in message and "register_device()" in message
+    assert "use one of" not in message  # another product: nothing to pick from
+
+
+@pytest.mark.parametrize(
+    ("query", "similar", "not_similar"),
+    [
+        # "m3" is inside "hbm3" (an H100 alias), not at a word boundary of it
+        ("Apple M3", {"Apple M3 Max"}, {"H100 SXM"}),
+        ("NVIDIA H20", {"H200 SXM", "H200 NVL"}, set()),
+        ("AMD Instinct MI250", {"MI250X", "MI250X GCD"}, set()),
+        ("rtx 40", {"RTX 4070 Ti", "RTX 4080", "RTX 4090", "RTX 4000 Ada"}, set()),
+    ],
+)
+def test_suggestions_start_at_a_word(query: str, similar: set[str], not_similar: set[str]) -> None:
+    with pytest.raises(UnknownDeviceError) as info:
+        get_device(query)
+    suggested = str(info.value).split("similar names: ")[1].split(" (not substituted")[0]
+    assert set(suggested.split(", ")) == similar
+    assert not not_similar & set(suggested.split(", "))
 
 
 def test_a_vendor_word_of_another_vendor_is_not_filler() -> None:
@@ -228,9 +253,9 @@ def test_get_device_rejects_non_strings(bad: Any) -> None:
 @pytest.mark.parametrize(
     ("query", "candidates"),
     [
-        ("rtx 40", {"RTX 4070 Ti", "RTX 4080", "RTX 4090", "RTX 4000 Ada"}),
+        # the product named, the variant not: the candidates differ only in memory size
         ("A100 PCIe", {"A100 PCIe 40GB", "A100 PCIe 80GB"}),
-        ("MI3", {"MI300X", "MI325X", "MI355X"}),
+        ("NVIDIA A100 PCIe", {"A100 PCIe 40GB", "A100 PCIe 80GB"}),
         ("V100 PCIe", {"V100 PCIe 16GB", "V100 PCIe 32GB"}),
     ],
 )
@@ -241,13 +266,15 @@ def test_ambiguous(query: str, candidates: set[str]) -> None:
     assert isinstance(info.value, LookupError)
     for name in candidates:
         assert name in str(info.value)
+    assert "use one of these names" in str(info.value)
 
 
 def test_unknown_suggests_close_names() -> None:
     with pytest.raises(UnknownDeviceError, match="H100 SXM") as info:
         get_device("H1000")
     assert isinstance(info.value, LookupError)
-    with pytest.raises(UnknownDeviceError, match="unknown device 'quantum toaster'"):
+    with pytest.raises(UnknownDeviceError,
+                       match=r"unknown device 'quantum toaster': not in the registry\. See"):
         get_device("quantum toaster")
 
 

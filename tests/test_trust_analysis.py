@@ -210,3 +210,48 @@ def test_every_category_has_words_in_the_explanation() -> None:
     from roofline.tracing.records import Category
 
     assert set(CATEGORY_WORDS) == set(Category)
+
+
+# --------------------------------------------------------------- careless option values
+@pytest.mark.parametrize(("name", "bad"), [("tf32_matmul", "no"), ("tf32_conv", 0),
+                                           ("fp16_accumulate", None), ("overhead", "off"),
+                                           ("efficiency", True)])
+def test_option_values_of_the_wrong_type_are_refused(name: str, bad: object) -> None:
+    with pytest.raises(ValueError, match=name):
+        roofline.analyze(Trace([_op("matmul", 10**12, 10**6)]), "a100", **{name: bad})
+
+
+def test_seconds_with_refuses_a_bool_factor() -> None:
+    a = roofline.analyze(Trace([_op("matmul", 10**12, 10**6)]), "a100")
+    with pytest.raises(ValueError, match="compute factor"):
+        a.seconds_with(compute=True)
+
+
+@pytest.mark.parametrize("wrong", ["trace", "analysis"])
+def test_explain_of_something_not_a_prediction_says_what_it_takes(wrong: str) -> None:
+    t = Trace([_op("matmul", 10**12, 10**6)])
+    thing = t if wrong == "trace" else roofline.analyze(t, "a100")
+    with pytest.raises(TypeError, match="what_if"):
+        roofline.explain(thing)  # type: ignore[arg-type]
+
+
+def test_ops_that_take_no_time_have_no_bound() -> None:
+    view = OpRecord("aten.t.default", "view", "forward", "", "float32", 0, 0, 0, kernels=0)
+    mm = _op("matmul", 2 * 64**3, 3 * 64 * 64 * 2)
+    c = roofline.compare(Trace([view, mm]), "a100", "h100")
+    assert c.src.bound[0] == "none"
+    assert "none" not in c.src.by_bound()
+    assert all("view" not in cats for cats in c.reasons().categories.values())
+
+
+def test_a_trace_without_flops_is_explained_without_a_flops_ratio() -> None:
+    copy = _op("memory", 0, 10**9)
+    text = roofline.explain(roofline.what_if(Trace([copy]), "a100"))
+    assert "the step has no FLOPs" in text and "nan" not in text
+    h100 = roofline.get_device("h100")
+    no_rates = h100.with_overrides(name="no rates", vector_flops_per_s={}, matrix_flops_per_s={},
+                                   matrix_sparse_flops_per_s={})
+    with pytest.warns(RooflineWarning):
+        text = roofline.explain(roofline.compare(Trace([_op("pointwise", 10**9, 10**6)]),
+                                                 no_rates, "h100"))
+    assert "no rates lists no compute rate for the step's FLOPs" in text

@@ -9,6 +9,7 @@ phase of the backward seed and of gradient clipping.
 from __future__ import annotations
 
 import functools
+import re
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -22,8 +23,11 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 import roofline
 from roofline.tracing import FakeModeError
+from roofline.tracing.fake import _MAX_DEPTH
 from roofline.zoo import get_model, list_models
 from roofline.zoo.registry import _REGISTRY
+
+_MODULE_SETATTR, _MODULE_DELATTR = nn.Module.__setattr__, nn.Module.__delattr__
 
 
 def _no_global_state() -> bool:
@@ -33,6 +37,11 @@ def _no_global_state() -> bool:
 
     return (_get_current_dispatch_mode() is None and not m._global_forward_hooks
             and not m._global_forward_pre_hooks and not o._global_optimizer_pre_hooks
+            and nn.Module.__setattr__ is _MODULE_SETATTR
+            and nn.Module.__delattr__ is _MODULE_DELATTR
+            and not m._global_buffer_registration_hooks
+            and not m._global_parameter_registration_hooks
+            and not m._global_module_registration_hooks
             and not o._global_optimizer_post_hooks and not torch.is_autocast_enabled("cpu")
             and torch._C._len_torch_function_stack() == 0
             and not torch._dynamo.config.disable)
@@ -138,6 +147,208 @@ def test_fake_trace_removes_buffers_and_attributes_created_in_forward() -> None:
     assert _is_real(out)
     expected = model.proj(x) * torch.arange(8.0).cos() * 6.0 + (torch.arange(8.0) + 1)
     assert torch.allclose(out, expected)
+
+
+class _Containers(nn.Module):
+    """Keeps outputs in list, dict and (pre-filled) list attributes, as caches do."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+        self.cache: list[torch.Tensor] = []
+        self.store: dict[str, torch.Tensor] = {}
+        self.hist = [torch.zeros(1)]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.proj(x)
+        self.cache.append(y)
+        self.store["k"] = y
+        self.hist.append(y)
+        return y.sum()
+
+
+@pytest.mark.parametrize("train", [False, True])
+def test_fake_trace_puts_container_attributes_back_in_place(train: bool) -> None:
+    model = _Containers()
+    cache, store, hist = model.cache, model.store, model.hist
+    first = hist[0]
+    for form in _forms(model).values():
+        roofline.trace(form, torch.randn(3, 4), train=train, fake=True)
+        # the same objects (other references see it), with their pre-step contents
+        assert model.cache is cache and cache == []
+        assert model.store is store and store == {}
+        assert model.hist is hist and len(hist) == 1 and hist[0] is first
+        assert _is_real(first) and torch.equal(first, torch.zeros(1))
+    assert _no_global_state()
+
+
+class _Counter(nn.Module):
+    """Updates plain tensor attributes (not buffers) in place, in and out of containers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+        self.count = torch.zeros(1)
+        self.stats = [torch.zeros(2)]
+        self.pair = (torch.zeros(3), 7)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.count += 1
+        self.stats[0].add_(1)
+        self.pair[0].mul_(2)
+        return self.proj(x)
+
+
+def test_fake_trace_never_writes_a_real_tensor_attribute() -> None:
+    model = _Counter()
+    count, stat, pair = model.count, model.stats[0], model.pair
+    for form in _forms(model).values():
+        t = roofline.trace(form, torch.randn(2, 4), train=True, loss_fn=lambda o: o.sum(),
+                           fake=True)
+        # the trace works (the writes ran on fakes and are recorded) ...
+        assert sum(op.name in ("aten.add_.Tensor", "aten.mul_.Tensor") for op in t.ops) == 3
+        # ... and the real tensors keep their identity and values
+        assert model.count is count and model.stats[0] is stat and model.pair is pair
+        assert torch.equal(count, torch.zeros(1)) and torch.equal(stat, torch.zeros(2))
+        assert torch.equal(pair[0], torch.zeros(3))
+    assert _no_global_state()
+
+
+_UNREACHED = torch.zeros(2)  # a global: no search, hook or module write can swap it
+
+
+def test_fake_trace_refuses_an_in_place_write_into_a_real_tensor_it_cannot_swap() -> None:
+    model = nn.Linear(2, 2)
+
+    def step(x: torch.Tensor) -> torch.Tensor:
+        _UNREACHED.add_(1)
+        return model(x)
+
+    with pytest.raises(FakeModeError, match="writes in place into a real tensor"):
+        roofline.trace(step, torch.randn(3, 2), fake=True)
+    assert torch.equal(_UNREACHED, torch.zeros(2)) and _no_global_state()
+    assert all(_is_real(p) for p in model.parameters())
+
+
+class _LazyCos(nn.Module):
+    """Creates a tensor attribute on its first call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not hasattr(self, "cos"):
+            self.cos = torch.ones(4)
+        return self.proj(x) * self.cos
+
+
+class _Runner:
+    """A callable object that runs its model's ``forward`` directly (no module call)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self.model = model
+        self.calls = 0
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        return self.model.forward(x).sum()
+
+
+@pytest.mark.parametrize("with_optimizer", [False, True])
+def test_fake_trace_of_a_runner_object_leaves_no_fake_on_its_model(
+        with_optimizer: bool) -> None:
+    model = _LazyCos()
+    runner = _Runner(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, foreach=True) \
+        if with_optimizer else None
+    x = torch.randn(2, 4)
+    t = roofline.trace(runner, x, train=True, optimizer=opt, fake=True)
+    if opt is not None:
+        assert _optimizer_elements(t) == 4 * 4 + 4 and not opt.state
+    assert not hasattr(model, "cos") and runner.calls == 0  # the runner too is put back
+    assert all(_is_real(p) and p.grad is None for p in model.parameters())
+    out = model(x)
+    assert _is_real(out) and torch.allclose(out, model.proj(x))
+    assert _no_global_state()
+
+
+class _OwnWeight(_LazyCos):
+    """A module with a parameter of its own, used in its forward before any write."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gain = nn.Parameter(torch.ones(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x * self.gain)
+
+
+_GLOBAL_LAZY = _LazyCos()
+_GLOBAL_OWN = _OwnWeight()
+
+
+def test_fake_trace_puts_back_a_module_reached_only_through_a_global() -> None:
+    x = torch.randn(2, 4)
+    # no search finds the global, and m.forward fires no hook for it: its own write does
+    t = roofline.trace(lambda x: _GLOBAL_LAZY.forward(x).sum(), x, train=True, fake=True)
+    assert t.by_phase()["backward"].flops > 0
+    assert not hasattr(_GLOBAL_LAZY, "cos") and _is_real(_GLOBAL_LAZY(x))
+    del _GLOBAL_LAZY.cos  # the real call above made a real one
+    # refused (its own parameter ran as a real tensor), and still put back
+    opt = torch.optim.SGD(_GLOBAL_OWN.parameters(), lr=0.1)
+    with pytest.raises(FakeModeError, match="optimizer's parameters as real tensors"):
+        roofline.trace(lambda x: _GLOBAL_OWN.forward(x).sum(), x, train=True,
+                       optimizer=opt, fake=True)
+    assert not hasattr(_GLOBAL_OWN, "cos")
+    assert all(_is_real(p) and p.grad is None for p in _GLOBAL_OWN.parameters())
+    assert _no_global_state()
+
+
+class _Deep(nn.Module):
+    """Appends to a list nested deeper than a fake trace saves."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+        self.deep: list[Any] = []
+        for _ in range(_MAX_DEPTH):  # the innermost list is _MAX_DEPTH + 1 levels down
+            self.deep = [self.deep]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.proj(x)
+        inner = self.deep
+        for _ in range(_MAX_DEPTH):
+            inner = inner[0]
+        inner.append(y)
+        return y
+
+
+def test_fake_trace_names_a_fake_it_cannot_put_back() -> None:
+    model = _Deep()
+    path = "_Deep.deep" + "[0]" * (_MAX_DEPTH + 1)
+    with pytest.raises(FakeModeError, match=re.escape(f"{path} still holds a fake tensor")):
+        roofline.trace(model, torch.randn(2, 4), fake=True)
+    assert _no_global_state()
+
+
+# --- a capture around a trace sees the step, and none of roofline's bookkeeping -----------
+
+
+@pytest.mark.parametrize("fake", [True, False])
+def test_a_capture_around_a_trace_sees_its_step_once_and_no_bookkeeping(fake: bool) -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    opt = torch.optim.AdamW(model.parameters(), foreach=True)  # no state: a fake warm-up
+    x = torch.randn(3, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a real first step's "no state yet" note
+        with roofline.capture() as outer:
+            inner = roofline.trace(model, x, train=True, loss_fn=lambda o: o.sum(),
+                                   optimizer=opt, fake=fake)
+    assert [(op.name, op.phase) for op in outer.ops] == [
+        (op.name, op.phase) for op in inner.ops]
+    assert inner.by_phase()["optimizer"].count and _no_global_state()
 
 
 # --- 4: a Capture records one block --------------------------------------------------------
@@ -287,6 +498,13 @@ def _state(model: nn.Module, opt: torch.optim.Optimizer) -> dict[str, Any]:
         for k, v in vars(m).items():
             if isinstance(v, torch.Tensor):
                 tensors[f"{mname}.{k}"] = (v, v.detach().clone())
+            elif isinstance(v, (list, tuple, dict, set)):  # containers: identity, contents
+                items = list(v.items()) if isinstance(v, dict) else [(i, x) for i, x in
+                                                                     enumerate(v)]
+                keys[f"{mname}.{k}"] = (id(v), [(repr(i), id(x)) for i, x in items])
+                for i, x in items:
+                    if isinstance(x, torch.Tensor):
+                        tensors[f"{mname}.{k}[{i!r}]"] = (x, x.detach().clone())
         for table in ("_parameters", "_buffers", "_modules"):
             keys[f"{mname}.{table}"] = {k: id(v) for k, v in getattr(m, table).items()}
         keys[f"{mname}.attrs"] = sorted(vars(m))
@@ -320,6 +538,16 @@ def _assert_unchanged(before: dict[str, Any], model: nn.Module,
 def test_fake_training_leaves_every_zoo_model_bitwise_unchanged(name: str) -> None:
     zm = get_model(name, device="cpu", **_small(name))
     model = zm.model
+    # a cache in list and tensor attributes, as hooks and lazy caches keep (every form
+    # calls the first submodule as a module, so the hook runs in each)
+    first = next(model.children())
+    first.seen, first.calls = [], torch.zeros(())
+
+    def keep(mod: nn.Module, _args: Any, out: Any) -> None:
+        mod.seen.append(out)
+        mod.calls.add_(1)
+
+    first.register_forward_hook(keep)
     opt = torch.optim.AdamW(model.parameters(), foreach=True)
     model(*zm.train_inputs).backward()  # real gradients and real optimizer state
     opt.step()
@@ -329,6 +557,7 @@ def test_fake_training_leaves_every_zoo_model_bitwise_unchanged(name: str) -> No
         for form, fn in _forms(model).items():
             t = roofline.trace(fn, *zm.train_inputs, train=True, optimizer=opt, fake=True)
             assert t.by_phase()["optimizer"].count, form
+            assert any(op.name == "aten.add_.Tensor" for op in t.ops), form  # the hook ran
             _assert_unchanged(before, model, opt)
             assert _no_global_state(), form
     out = model(*zm.train_inputs)

@@ -397,3 +397,186 @@ def test_from_json_accepts_what_to_json_writes_and_integral_floats() -> None:
     assert back.ops[0].category is Category.MATMUL
     assert back.ops[0].input_shapes == ((2, 3), (3, 4))
     assert math.isclose(back.total_flops, 3 * 2 * 2 * 3 * 4)
+
+
+# --- review of item 8: partial fills, copies of views, bags -------------------------------
+
+def test_index_fill_writes_only_the_filled_slices() -> None:
+    # (1, 4096, 4096) fp16, 32 MiB: one column (index 5 along dim 1) is 1 x 4096 elements
+    def fill(cache: torch.Tensor) -> None:
+        cache.index_fill_(1, torch.tensor([5]), 0.0)
+
+    t = roofline.trace(fill, torch.zeros(1, 4096, 4096, dtype=torch.float16), fake=True)
+    op = _only(t, "aten.index_fill_")
+    assert op.bytes_read == LONG  # the index; a fill reads nothing else
+    assert op.bytes_written == 4096 * HALF
+    assert op.flops == 0 and op.counted and not t.uncounted
+    # two indices along dim 0 of a (10, 3, 4) tensor: 2 slices of 12; a tensor value is read
+    x = torch.zeros(10, 3, 4)
+    op = _only(_capture(lambda: x.index_fill_(0, torch.tensor([1, 8]), torch.tensor(2.0))),
+               "aten.index_fill_")
+    assert (op.bytes_read, op.bytes_written) == (2 * LONG + 4, 2 * 12 * 4)
+    # out of place: a new tensor, self read and the output written whole
+    op = _only(_capture(lambda: x.index_fill(0, torch.tensor([1]), 0.0)), "aten.index_fill")
+    assert (op.bytes_read, op.bytes_written) == (120 * 4 + LONG, 120 * 4)
+
+
+def test_copies_of_a_view_read_the_view_not_the_tensor() -> None:
+    def narrow(cache: torch.Tensor) -> torch.Tensor:
+        return cache.narrow_copy(1, 0, 1)
+
+    t = roofline.trace(narrow, torch.zeros(1, 4096, 4096, dtype=torch.float16), fake=True)
+    op = _only(t, "aten.narrow_copy")
+    assert (op.bytes_read, op.bytes_written) == (4096 * HALF, 4096 * HALF)
+    assert op.flops == 0 and op.counted
+    x = torch.randn(6, 20)
+    t = _capture(lambda: (aten.slice_copy(x, 1, 0, 10, 2),  # (6, 5)
+                          aten.select_copy(x, 0, 2),  # (20,)
+                          aten.diagonal_copy(x),  # (6,)
+                          aten.as_strided_copy(x, (2, 4), (20, 1))))  # (2, 4)
+    moved = {op.name.split(".")[1]: (op.bytes_read, op.bytes_written) for op in t.ops}
+    assert moved == {"slice_copy": (30 * 4, 30 * 4), "select_copy": (20 * 4, 20 * 4),
+                     "diagonal_copy": (6 * 4, 6 * 4), "as_strided_copy": (8 * 4, 8 * 4)}
+    assert not t.uncounted
+    # an expanded (stride-0) tensor: 8 rows of one stored row of 64 floats read once
+    wide = torch.randn(1, 64).expand(4096, 64)
+    op = _only(_capture(lambda: wide.narrow_copy(0, 0, 8)), "aten.narrow_copy")
+    assert (op.bytes_read, op.bytes_written) == (64 * 4, 8 * 64 * 4)
+
+
+def test_put_writes_one_element_per_index() -> None:
+    x = torch.zeros(10, 6)
+    index = torch.tensor([1, 5, 59])
+    source = torch.ones(3)
+    op = _only(_capture(lambda: x.put_(index, source, accumulate=True)), "aten.put_")
+    assert op.flops == 3
+    assert op.bytes_read == 3 * LONG + 3 * 4 + 3 * 4  # index, source, destination
+    assert op.bytes_written == 3 * 4
+    op = _only(_capture(lambda: x.put_(index, source)), "aten.put_")
+    assert (op.flops, op.bytes_read, op.bytes_written) == (0, 3 * LONG + 3 * 4, 3 * 4)
+
+
+def test_out_of_place_scatters_into_views_move_the_whole_tensor() -> None:
+    x = torch.zeros(6, 6)
+    t = _capture(lambda: torch.diagonal_scatter(x, torch.ones(6)))
+    op = _only(t, "aten.diagonal_scatter")
+    assert (op.bytes_read, op.bytes_written) == (36 * 4 + 6 * 4, 36 * 4)
+    assert op.flops == 0 and not t.uncounted
+
+
+BAG_INDEX = torch.tensor([3, 7, 9, 3])  # 4 gathered rows (one repeated)
+BAG_OFFSETS = torch.tensor([0, 2])  # 2 bags of 2
+BAG_DIM = 64
+
+
+@pytest.mark.parametrize(("mode", "weighted", "flops"), [
+    ("sum", False, 4 * BAG_DIM),  # one add per gathered element
+    ("sum", True, 2 * 4 * BAG_DIM),  # a multiply by the sample's weight and an add
+    ("mean", False, 4 * BAG_DIM + 2 * BAG_DIM),  # adds, and one divide per output element
+    ("max", False, 4 * BAG_DIM),  # one compare per gathered element
+])
+def test_embedding_bag_reads_the_rows_it_gathers(mode: str, weighted: bool,
+                                                 flops: int) -> None:
+    weights = torch.rand(4) if weighted else None
+
+    def bag(table: torch.Tensor) -> torch.Tensor:
+        return F.embedding_bag(BAG_INDEX, table, BAG_OFFSETS, mode=mode,
+                               per_sample_weights=weights)
+
+    # the table (50000 x 1024 fp32 would be 205 MB) is not read: a larger one costs the same
+    reads = set()
+    for rows in (1000, 50000):
+        with torch.no_grad():  # _embedding_bag_forward_only
+            t = roofline.trace(bag, torch.randn(rows, BAG_DIM), fake=True)
+        op = _only(t, "aten._embedding_bag")
+        assert op.flops == flops and op.counted and not t.uncounted
+        reads.add(op.bytes_read)
+        out = 2 * BAG_DIM * 4
+        # the output and the bookkeeping ATen returns (offset2bag, bag sizes, argmax
+        # indices: at most one int64 per index, per bag and per output element each)
+        assert out <= op.bytes_written <= out + (4 + 2 + 2 * BAG_DIM) * LONG
+    small = 4 * LONG + 2 * LONG + (4 * 4 if weighted else 0)  # index, offsets, weights
+    assert reads == {small + 4 * BAG_DIM * 4}
+
+
+@pytest.mark.parametrize(("mode", "grad_flops"), [
+    ("sum", 4 * BAG_DIM),  # each gathered element's bag gradient added to its row
+    ("mean", 2 * 4 * BAG_DIM),  # divided by the bag size, then added
+    ("max", 2 * BAG_DIM),  # each output gradient added to the argmax row
+])
+def test_embedding_bag_backward_in_a_training_step(mode: str, grad_flops: int) -> None:
+    model = torch.nn.EmbeddingBag(50000, BAG_DIM, mode=mode)
+    t = roofline.trace(lambda: model(BAG_INDEX, BAG_OFFSETS).sum(), train=True, fake=True)
+    op = _only(t, "aten._embedding_bag_backward")
+    assert op.flops == grad_flops and op.counted and op.phase == "backward"
+    assert not t.uncounted
+    # the dense weight gradient is written whole: 50000 rows
+    assert op.bytes_written == 50000 * BAG_DIM * 4
+
+
+def test_embedding_bag_per_sample_weights_gradient_reads_only_gathered_rows() -> None:
+    model = torch.nn.EmbeddingBag(50000, BAG_DIM, mode="sum")
+    weights = torch.rand(4, requires_grad=True)
+    t = roofline.trace(lambda: model(BAG_INDEX, BAG_OFFSETS, per_sample_weights=weights).sum(),
+                       train=True, fake=True)
+    op = _only(t, "aten._embedding_bag_per_sample_weights_backward")
+    assert op.flops == 4 * 2 * BAG_DIM  # a dot product of 64 multiply-adds per index
+    assert op.bytes_written == 4 * 4  # one float per sample weight
+    # the bag gradient (sum's gradient: one float broadcast to (2, 64), stride 0), the 4
+    # gathered rows, index and offsets; offset2bag: at most an int64 per index (the
+    # 50000-row table would be 12.8 MB)
+    least = 4 + 4 * BAG_DIM * 4 + 4 * LONG + 2 * LONG
+    assert least <= op.bytes_read <= least + 4 * LONG
+    # weighted sum: its weight gradient scales each row by the weight (2 per element)
+    assert _only(t, "aten._embedding_bag_backward").flops == 2 * 4 * BAG_DIM
+
+
+# --- review of item 8: complex times real ---------------------------------------------
+
+Z = torch.randn(8, dtype=torch.complex64)
+X = torch.randn(8)
+
+
+@pytest.mark.parametrize(("expr", "per_element"), [
+    pytest.param(lambda: Z * X, 2, id="Z * X"),  # (a+bi)x = ax + bxi: 2 products
+    pytest.param(lambda: X * Z, 2, id="X * Z"),
+    pytest.param(lambda: Z * 2.0, 2, id="Z * 2.0"),  # a real Python scalar is a real factor
+    pytest.param(lambda: Z * Z, 6, id="Z * Z"),  # (ac-bd) + (ad+bc)i: 4 products, 2 adds
+    pytest.param(lambda: Z * 2j, 6, id="Z * 2j"),
+    pytest.param(lambda: Z + X, 1, id="Z + X"),  # (a+x) + bi: only the real part changes
+    pytest.param(lambda: Z + Z, 2, id="Z + Z"),
+    pytest.param(lambda: Z - X, 1, id="Z - X"),
+    pytest.param(lambda: X - Z, 2, id="X - Z"),  # (x-a) - bi: a subtract and a negate
+    pytest.param(lambda: 1 - Z, 2, id="1 - Z"),  # rsub, real minus complex
+    pytest.param(lambda: 1j - X, 1, id="1j - X"),  # rsub, complex minus real
+    pytest.param(lambda: Z.clone().add_(X), 1, id="Z.clone().add_(X)"),
+    # real arithmetic written to a complex out=
+    pytest.param(lambda: torch.mul(X, X, out=torch.empty(8, dtype=torch.complex64)), 1,
+                 id="mul(X, X, out=complex)"),
+])
+def test_complex_factor_follows_the_operands_dtypes(expr: Callable[[], Any],
+                                                     per_element: int) -> None:
+    t = _capture(expr)
+    op = next(op for op in t.ops if op.category == "pointwise")
+    assert op.flops == per_element * 8 and op.counted
+
+
+def test_complex_times_real_matmul_is_4mkn() -> None:
+    # ATen's mm refuses mixed dtypes, so the registry's rule is checked directly:
+    # z*x + acc is 2 products + 2 adds per multiply-add
+    from roofline.tracing.ops import ComplexOperands, lookup
+
+    m, k, n = 3, 5, 7
+    z, x = torch.randn(m, k, dtype=torch.complex64), torch.randn(k, n)
+    info = lookup(aten.mm.default)
+    assert info is not None
+
+    def flops(a: torch.Tensor, b: torch.Tensor) -> int | None:
+        return info.count_flops((a, b), {}, {"self": a, "mat2": b}, None, [a, b])
+
+    assert flops(z, x) == 4 * m * k * n
+    assert flops(x.t(), z.t()) == 4 * n * k * m  # real @ complex
+    assert flops(z, x.to(torch.complex64)) == 8 * m * k * n
+    assert flops(z.real, x) == 2 * m * k * n
+    with pytest.raises(ValueError, match="positive integers"):
+        ComplexOperands(6, 0, 2)

@@ -1,8 +1,10 @@
 """Unit slips in device data are rejected, not loaded as wrong numbers (issue 13, item 10).
 
-A decimal comma, a 1000x prefix slip that each number alone survives, and a key given twice
-in one mapping all used to load silently. Every expectation below is derived by hand from
-datasheet numbers or from the registry's own extremes, never from the validators' output.
+A decimal comma, a 1000x prefix slip that each number alone survives, a key given twice
+in one mapping (or twice under two spellings of one dtype), a launch overhead in ms for us,
+and a memory bandwidth in bits for bytes all used to load silently. Every expectation below
+is derived by hand from datasheet numbers or from the registry's own extremes, never from the
+validators' output.
 """
 
 from __future__ import annotations
@@ -14,9 +16,19 @@ from typing import Any
 import pytest
 import yaml
 
-from roofline.hardware import DeviceSpec, DeviceSpecError, get_device, load_device
+from roofline.hardware import (
+    DeviceSpec,
+    DeviceSpecError,
+    UnknownDeviceError,
+    get_device,
+    load_device,
+    register_device,
+)
 from roofline.hardware import registry as registry_module
 from roofline.hardware.spec import (
+    BANDWIDTH_PER_CAPACITY_FLOORS,
+    DEFAULT_LAUNCH_OVERHEAD_SECONDS,
+    LAUNCH_OVERHEAD_BAND_SECONDS,
     MEMORY_BANDWIDTH_FLOORS,
     RIDGE_BANDS_FLOP_PER_BYTE,
     validate_device,
@@ -259,3 +271,169 @@ def test_yaml_loader_is_still_safe(tmp_path: Path) -> None:
     path.write_text("name: !!python/object/apply:os.system ['true']\n", encoding="utf-8")
     with pytest.raises(DeviceSpecError, match="cannot parse"):
         load_device(path)
+
+
+# --------------------------------------------------------------------------- one dtype, two keys
+@pytest.mark.parametrize(
+    ("table", "first", "second"),
+    [
+        ("matrix_flops_per_s", ("bf16", "100 TFLOPS"), ("bfloat16", "200 TFLOPS")),
+        ("matrix_sparse_flops_per_s", ("fp8", "800 TFLOPS"), ("float8_e4m3fn", "700 TFLOPS")),
+        ("vector_flops_per_s", ("fp32", "50 TFLOPS"), ("float32", "40 TFLOPS")),
+        ("depthwise_flops_per_s", ("fp16", "1 TFLOPS"), ("half", "2 TFLOPS")),
+    ],
+)
+def test_two_keys_for_one_dtype_in_a_file_are_rejected(
+    tmp_path: Path, table: str, first: tuple[str, str], second: tuple[str, str]
+) -> None:
+    # distinct keys to YAML (its duplicate-key check cannot see them), one peak to the model
+    data = gpu(name="Twice GPU", **{table: dict([first, second])})
+    path = tmp_path / "twice.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    with pytest.raises(DeviceSpecError) as info:
+        load_device(path)
+    message = str(info.value)
+    assert str(path) in message and "device 'Twice GPU'" in message
+    assert f"field '{table}'" in message
+    assert repr(first[0]) in message and repr(second[0]) in message
+
+
+def test_register_device_with_two_keys_for_one_dtype_registers_nothing() -> None:
+    data = gpu(name="Twice GPU", bandwidth_bytes_per_s="3.35 TB/s",
+               matrix_flops_per_s={"bfloat16": "989.4 TFLOPS", "bf16": "900 TFLOPS"})
+    with pytest.raises(DeviceSpecError, match=r"device 'Twice GPU'.*matrix_flops_per_s.*"
+                                              r"'bfloat16' = '989.4 TFLOPS' and 'bf16'"):
+        register_device(data)
+    with pytest.raises(UnknownDeviceError):
+        get_device("Twice GPU")
+
+
+def test_two_keys_for_one_dtype_in_a_matmul_curve_are_rejected() -> None:
+    point = {"m": 64, "n": 64, "k": 64, "flops_per_s": 1e12}
+    data = gpu(matmul_curve={"fp32": [point], "float": [point]})
+    with pytest.raises(DeviceSpecError, match=r"matmul_curve.*'fp32'.*'float'"):
+        validate_device(data, origin="test")
+
+
+# --------------------------------------------------------------------------- launch overhead
+def test_launch_overhead_band_admits_microsecond_launches() -> None:
+    low, high = LAUNCH_OVERHEAD_BAND_SECONDS
+    assert low <= 1e-6 and high >= 100e-6  # launch costs are quoted in microseconds
+    for default in DEFAULT_LAUNCH_OVERHEAD_SECONDS.values():  # and rejects its 1000x slips
+        assert low <= default <= high and not low <= default * 1e3 <= high
+        assert not low <= default / 1e3 <= high
+
+
+@pytest.mark.parametrize(
+    ("overhead", "ok"),
+    [
+        ("5 us", True), ("1 us", True), ("100 us", True), ("500 ns", True),
+        ("5 ms", False),  # 5 us written in ms: every small op becomes overhead-bound
+        ("2 ms", False),
+        ("5 ns", False),  # 5 us written in ns
+        (0, False),  # a pure roofline is the analysis option overhead=False, not a device
+        (0.5, False),
+    ],
+)  # fmt: skip
+def test_launch_overhead_outside_the_band_is_rejected(overhead: Any, ok: bool) -> None:
+    data = gpu(launch_overhead_seconds=overhead)
+    if ok:
+        assert validate_device(data, origin="test").launch_overhead_seconds == \
+            parse_quantity(overhead, "seconds")
+        return
+    with pytest.raises(DeviceSpecError, match=r"launch_overhead_seconds = .* is outside the "
+                                              r"100 ns to 1 ms.*overhead=False"):
+        register_device(data)
+    with pytest.raises(UnknownDeviceError):  # nothing registered
+        get_device("Slip GPU")
+
+
+def test_measured_launch_overhead_is_not_held_to_the_band() -> None:
+    # calibration on a loaded machine measures what it measures (a descheduled thread, a
+    # slow host): a measured spec keeps it, as it keeps a ridge point outside the bands
+    loaded = validate_device(gpu(launch_overhead_seconds="2 ms", measured=True), origin="test")
+    assert loaded.launch_overhead_seconds == 2e-3
+    what_if = validate_device(gpu(launch_overhead_seconds="2 ms"), origin="t", plausibility=False)
+    assert what_if.launch_overhead_seconds == 2e-3
+
+
+# --------------------------------------------------------------------------- bits for bytes
+@pytest.mark.parametrize("text", ["3.35 Tb/s", "3.35 Tbps", "26.8 Tbps", "19 Gbps"])
+def test_memory_bandwidth_in_bits_is_rejected(text: str) -> None:
+    # "3.35 Tb/s" for H100's 3.35 TB/s would load as 419 GB/s; "19 Gbps" is a GDDR pin rate
+    with pytest.raises(DeviceSpecError, match=r"bandwidth_bytes_per_s.*is a bit rate"):
+        validate_device(gpu(bandwidth_bytes_per_s=text), origin="test")
+
+
+def test_links_are_still_quoted_in_bits() -> None:
+    # TPU v5p ICI: 4800 Gbps per direction = 600 GB/s (Cloud TPU v5p page)
+    link = {"kind": "ICI", "bandwidth_bytes_per_s": "4800 Gbps", "direction": "unidirectional"}
+    spec = validate_device(gpu(interconnect=link), origin="test")
+    assert spec.interconnect is not None
+    assert spec.interconnect.bandwidth_bytes_per_s == 4800e9 / 8
+
+
+def hbm_or_gddr(spec: DeviceSpec) -> str:
+    return next((f for f in BANDWIDTH_PER_CAPACITY_FLOORS if (spec.memory_type or "")
+                 .startswith(f)), "")
+
+
+def test_bandwidth_per_capacity_floors_follow_from_jedec_and_the_registry() -> None:
+    hbm, gddr = BANDWIDTH_PER_CAPACITY_FLOORS["HBM"], BANDWIDTH_PER_CAPACITY_FLOORS["GDDR"]
+    # JESD238: the tallest, densest HBM3 stack, 16 x 32 Gb = 64 GB on 1024 pins x 6.4 Gb/s
+    assert hbm < (1024 * 6.4e9 / 8) / 64e9  # 12.8 GB/s per GB
+    # JESD212: two 8 Gb GDDR5 chips in clamshell on one x32 channel at 3.6 Gb/s
+    assert gddr < (32 * 3.6e9 / 8) / 2e9  # 7.2 GB/s per GB
+    # the registry's spread, from datasheet numbers by hand
+    ratios = {f: [s.bandwidth_bytes_per_s / s.memory_bytes for s in SHIPPED
+                  if hbm_or_gddr(s) == f and s.memory_bytes] for f in ("HBM", "GDDR")}
+    assert min(ratios["HBM"]) == pytest.approx(6e12 / 256e9)  # MI325X: 23.4
+    assert max(ratios["HBM"]) == pytest.approx(900e9 / 16e9)  # V100 16GB: 56.3
+    assert min(ratios["GDDR"]) == pytest.approx(300e9 / 24e9)  # L4: 12.5
+    assert max(ratios["GDDR"]) == pytest.approx(760e9 / 10e9)  # RTX 3080: 76
+    assert hbm < min(ratios["HBM"]) / 2 and gddr < min(ratios["GDDR"]) / 2
+    assert hbm > max(ratios["HBM"]) / 8  # so that every shipped HBM part's 8x slip fails
+
+
+def test_hbm_bandwidth_in_bits_as_a_bare_number_is_rejected() -> None:
+    # H100 SXM: 3.35 TB/s on 80 GB; a bit-rate figure converted by hand is 8x low
+    data = gpu(bandwidth_bytes_per_s=3.35e12 / 8, memory_bytes="80 GB", memory_type="HBM3",
+               matrix_flops_per_s={"bf16": "100 TFLOPS"})
+    with pytest.raises(DeviceSpecError, match=r"5.23 GB/s per GB, below the 10 GB/s per GB"):
+        validate_device(data, origin="test")
+    validate_device({**data, "bandwidth_bytes_per_s": "3.35 TB/s"}, origin="test")
+
+
+@pytest.mark.parametrize("spec", [s for s in SHIPPED if hbm_or_gddr(s) and s.memory_bytes],
+                         ids=lambda s: s.name)
+def test_an_8x_bandwidth_slip_is_rejected_where_the_floor_promises(spec: DeviceSpec) -> None:
+    data = spec.model_dump()
+    data.update(matrix_flops_per_s={}, matrix_sparse_flops_per_s={}, vector_flops_per_s={},
+                fp16_accumulate_flops_per_s=None)  # only the bandwidth checks can object
+    validate_device(data, origin="test")
+    slipped = {**data, "bandwidth_bytes_per_s": spec.bandwidth_bytes_per_s / 8}
+    family = hbm_or_gddr(spec)
+    ratio = spec.bandwidth_bytes_per_s / spec.memory_bytes  # type: ignore[operator]
+    if ratio / 8 < BANDWIDTH_PER_CAPACITY_FLOORS[family]:  # every HBM part, fast GDDR cards
+        with pytest.raises(DeviceSpecError, match="below"):
+            validate_device(slipped, origin="test")
+    else:  # slow GDDR (L4 .. RTX 6000 Ada at 12.5-45 GB/s per GB): the documented gap
+        assert family == "GDDR"
+        validate_device(slipped, origin="test")
+
+
+# --------------------------------------------------------------------------- kind
+@pytest.mark.parametrize(("kind", "expected"), [("GPU", "'gpu' rather than 'GPU'"),
+                                                (" Cpu", "'cpu' rather than ' Cpu'"),
+                                                ("fpga", "Input should be 'gpu'"),
+                                                (None, "Field required")])
+def test_a_bad_kind_is_the_only_error(kind: str | None, expected: str) -> None:
+    data = gpu(kind=kind)
+    if kind is None:
+        del data["kind"]
+    with pytest.raises(DeviceSpecError) as info:
+        register_device(data)
+    message = str(info.value)
+    assert "field 'kind'" in message and expected in message
+    # the missing default overhead follows from the kind: not a second error
+    assert "launch_overhead_seconds" not in message

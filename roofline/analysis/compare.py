@@ -11,7 +11,7 @@ import numpy as np
 
 from roofline.analysis.options import Options
 from roofline.analysis.reasons import Reasons, reasons
-from roofline.analysis.timing import ROOFS, Analysis, analyze, ratio
+from roofline.analysis.timing import LIMITS, ROOFS, Analysis, analyze, ratio
 from roofline.analysis.validate import check_same_ops
 from roofline.hardware import DeviceSpec, get_device
 from roofline.tracing.measure import Measurement
@@ -55,8 +55,8 @@ class Comparison:
     def speedup_limits(self) -> dict[str, float]:
         """Speedup on ``src`` with infinite FLOP/s, and with infinite bandwidth."""
         base = self.src.seconds
-        return {"infinite_flops": ratio(base, self.src.seconds_with(compute=math.inf)),
-                "infinite_bandwidth": ratio(base, self.src.seconds_with(memory=math.inf))}
+        return {name: ratio(base, self.src.seconds_with(**{roof: math.inf}))
+                for roof, name in LIMITS.items()}
 
     def _row(self, s: float, d: float) -> dict[str, float]:
         return {"src_seconds": s, "dst_seconds": d, "speedup": ratio(s, d),
@@ -98,6 +98,14 @@ class Comparison:
         return (f"Comparison({self.src.device.name} -> {self.dst.device.name}: "
                 f"{self.speedup:.2f}x, {self.src.seconds * 1e3:.3f} ms -> "
                 f"{self.dst.seconds * 1e3:.3f} ms)")
+
+    def _repr_html_(self) -> str:  # Jupyter: the repr's fields as a table
+        from roofline._table import html_table
+
+        return html_table(["Comparison", f"{self.src.device.name} -> {self.dst.device.name}"],
+                          [["speedup", f"{self.speedup:.2f}x"],
+                           [self.src.device.name, f"{self.src.seconds * 1e3:.3f} ms"],
+                           [self.dst.device.name, f"{self.dst.seconds * 1e3:.3f} ms"]])
 
 
 def _pair(trace: Trace, src: DeviceSpec, dst: DeviceSpec, options: dict[str, Any],

@@ -43,6 +43,9 @@ class Options:
     overhead: bool = True
 
     def __post_init__(self) -> None:
+        for name in ("tf32_matmul", "tf32_conv", "fp16_accumulate", "overhead"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if not _real(self.host_seconds) or not math.isfinite(self.host_seconds) \
                 or self.host_seconds < 0:
             raise ValueError(f"host_seconds must be a finite number >= 0, got "
@@ -65,6 +68,8 @@ def efficiency_dict(e: float | dict[str, float] | None) -> dict[str, float]:
     """``efficiency`` as a dict keyed by :data:`EFFICIENCY_KEYS` (empty when unset)."""
     if e is None:
         return {}
+    if isinstance(e, bool):
+        raise ValueError(f"efficiency must be a fraction in (0, 1] or a dict, got {e!r}")
     if isinstance(e, (int, float)):
         return dict.fromkeys(EFFICIENCY_KEYS, float(e))
     if not isinstance(e, dict):

@@ -37,6 +37,8 @@ class Reasons:
         Both analyses' assumptions, each once.
     empty : bool
         The trace predicts no time at all (no ops, or views only).
+    flops : int
+        The trace's FLOPs (0: nothing for a FLOP/s ratio to act on).
     """
 
     src: str
@@ -49,13 +51,14 @@ class Reasons:
     limits: dict[str, float]
     assumptions: list[str] = field(default_factory=list)
     empty: bool = False
+    flops: int = 0
 
 
 def top_categories(a: Analysis, bound: str, n: int = TOP_CATEGORIES) -> list[str]:
     """The ``n`` categories with the most time under ``bound``, largest first."""
     seconds: dict[str, float] = {}
     for op, b, s in zip(a.trace.ops, a.bound, a.op_seconds, strict=True):
-        if b == bound:
+        if b == bound and s > 0:
             seconds[str(op.category)] = seconds.get(str(op.category), 0.0) + float(s)
     return sorted(seconds, key=lambda c: -seconds[c])[:n]
 
@@ -70,4 +73,4 @@ def reasons(c: Comparison) -> Reasons:
         categories={b: top_categories(src, b) for b in shares if b != "host"},
         limits=c.speedup_limits(),
         assumptions=list(dict.fromkeys(src.assumptions + dst.assumptions)),
-        empty=src.seconds == 0)
+        empty=src.seconds == 0, flops=src.trace.total_flops)

@@ -54,6 +54,10 @@ from roofline.tracing.tracer import RooflineWarning
 ROOFS: tuple[str, ...] = ("compute", "memory", "overhead")
 #: The same, for code that says "bound".
 BOUNDS = ROOFS
+#: The bound of an op that takes no time on any roof (views, allocations, empty tensors).
+FREE = "none"
+#: The speedup limits ``Comparison.speedup_limits`` reports: a roof made infinitely fast.
+LIMITS: dict[str, str] = {"compute": "infinite_flops", "memory": "infinite_bandwidth"}
 
 
 def ratio(a: float, b: float) -> float:
@@ -107,10 +111,13 @@ class Analysis:
 
     @property
     def bound(self) -> list[str]:
-        """The roof that bounds each op (``compute``, ``memory`` or ``overhead``)."""
+        """The roof that bounds each op (``compute``, ``memory`` or ``overhead``), or
+        ``"none"`` (:data:`FREE`) for an op that takes no time."""
         if not self.roof_seconds.shape[1]:
             return []
-        return [ROOFS[i] for i in np.argmax(self.roof_seconds, axis=0)]
+        free = self.op_seconds <= 0
+        return [FREE if f else ROOFS[i]
+                for i, f in zip(np.argmax(self.roof_seconds, axis=0), free, strict=True)]
 
     @property
     def device_seconds(self) -> float:
@@ -178,7 +185,7 @@ class Analysis:
     def by_bound(self) -> dict[str, dict[str, float]]:
         """Seconds and fraction of the step per bound (``host`` included when nonzero)."""
         out = {b: {"seconds": 0.0, "fraction": 0.0} for b in ROOFS}
-        out.update(self._group(self.bound))
+        out.update({k: v for k, v in self._group(self.bound).items() if k != FREE})
         if self.host_seconds:
             out["host"] = {"seconds": self.host_seconds,
                            "fraction": self.host_seconds / self.seconds}
@@ -209,7 +216,7 @@ class Analysis:
         """
         scale = np.ones(len(ROOFS))
         for name, factor in factors.items():
-            if not (isinstance(factor, (int, float)) and factor > 0):
+            if isinstance(factor, bool) or not (isinstance(factor, (int, float)) and factor > 0):
                 raise ValueError(f"{name} factor must be a number > 0, got {factor!r}")
             scale[_roof_index(name)] = factor
         with np.errstate(divide="ignore"):
@@ -242,6 +249,15 @@ class Analysis:
                            if v["seconds"])
         return (f"Analysis({self.device.name}: {self.seconds * 1e3:.3f} ms/step, "
                 f"{len(self.trace.ops)} ops, MFU {self.mfu:.1%}; {shares})")
+
+    def _repr_html_(self) -> str:  # Jupyter: the repr's fields as a table
+        from roofline._table import html_table
+
+        rows: list[list[Any]] = [["step", f"{self.seconds * 1e3:.3f} ms"],
+                                 ["ops", len(self.trace.ops)],
+                ["MFU", f"{self.mfu:.1%}"]]
+        rows += [[b, f"{v['fraction']:.0%}"] for b, v in self.by_bound().items() if v["seconds"]]
+        return html_table(["Analysis", self.device.name], rows)
 
 
 def _roof_index(name: str) -> int:

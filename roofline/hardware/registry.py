@@ -10,7 +10,9 @@ Name lookup (:func:`get_device`) resolves a name only when it names one device: 
 spaces and punctuation aside), or token by token (every word of a registered name or alias
 present, the other words of the query only "filler" that agrees with the device: vendor
 words, its memory size or type, its form factor). A near miss ("rtx 2080" for the RTX 2080
-Ti, "NVIDIA L40" for the L40S) is never substituted: the error suggests the close names.
+Ti, "NVIDIA L40" for the L40S) is never substituted: the error suggests similar names, found
+from a word boundary on ("Apple M3" suggests the M3 Max, not "H100 80GB HBM3"); only a name
+that leaves out nothing but memory or form factor ("A100 PCIe") is called ambiguous.
 """
 
 from __future__ import annotations
@@ -459,23 +461,77 @@ def _token_matches(registry: _Registry, name: str) -> list[str]:
 
 
 def _near_miss(registry: _Registry, name: str, key: str) -> LookupError:
-    """The error for a name that resolves to nothing: names it is part of, or close ones."""
+    """The error for a name that resolves to nothing.
+
+    Candidates are the labels in which the query (vendor words stripped) starts at a word
+    boundary, so "Apple M3" finds "Apple M3 Max" and not "H100 80GB HBM3". Where it also
+    ends at one and the label's other words only say memory, form factor or vendor ("A100
+    PCIe" in "A100 PCIe 40GB"), the query names a product but not which variant: with two
+    or more such devices the name is ambiguous. Otherwise ("NVIDIA H20" in "H200 SXM",
+    "MI250" in "MI250X") the label is another product, only similar; with no candidate,
+    difflib's close matches are.
+    """
     stripped = _strip_prefixes(key)
-    part_of = _unique(device for k, device in registry.keys.items() if stripped and stripped in k)
-    if len(part_of) > 1:
+    variants: list[str] = []
+    similar: list[str] = []
+    for device, spec in registry.specs.items():
+        for label in (spec.name, *spec.aliases):
+            kind = _anchored_match(stripped, label, spec)
+            if kind == "variant":
+                variants.append(device)
+            elif kind == "similar":
+                similar.append(device)
+    variants = _unique(variants)
+    if len(variants) > 1:
         return AmbiguousDeviceError(
-            f"{name!r} names no device; it is part of several: {', '.join(part_of)}; use one of "
-            "these names", part_of)
-    close = part_of or _unique(
+            f"{name!r} names several devices that differ only in memory or form factor: "
+            f"{', '.join(variants)}; use one of these names", variants)
+    close = _unique([*variants, *similar]) or _unique(
         registry.keys[k]
         for k in difflib.get_close_matches(key, list(registry.keys), n=10, cutoff=0.5)
-    )
-    hint = (f" Did you mean: {', '.join(close[:5])}? (not substituted: a name that differs "
-            "in a model word is another product)") if close else ""
+    )[:5]  # spelling neighbours: the closest few
+    shown = ", ".join(close[:_MAX_SUGGESTIONS]) + (
+        f" and {len(close) - _MAX_SUGGESTIONS} more" if len(close) > _MAX_SUGGESTIONS else "")
+    hint = (f"; similar names: {shown} (not substituted: a name that differs in a model word "
+            "is another product)") if close else ""
     return UnknownDeviceError(
-        f"unknown device {name!r}.{hint} See list_devices(), or add your own with "
-        f"register_device() or a YAML file in {user_devices_dir()}."
+        f"unknown device {name!r}: not in the registry{hint}. See list_devices(), or add it "
+        f"with register_device() or a YAML file in {user_devices_dir()}."
     )
+
+
+_MAX_SUGGESTIONS = 8
+
+
+def _anchored_match(query: str, label: str, spec: DeviceSpec) -> str:
+    """How normalised ``query`` occurs in ``label``: "variant", "similar" or "" (not at all).
+
+    It must start at a word of the label; it is a "variant" match when it also ends at one
+    and every word of the label it leaves out is a variant word (:func:`_is_variant_word`).
+    """
+    words = re.findall(r"[0-9a-z]+", label.lower())  # "".join(words) == normalise(label)
+    starts = [sum(len(w) for w in words[:i]) for i in range(len(words) + 1)]
+    joined = "".join(words)
+    found = ""
+    for i, start in enumerate(starts[:-1]):
+        if not query or not joined.startswith(query, start):
+            continue
+        end = start + len(query)
+        if end in starts:
+            j = starts.index(end)
+            rest = [*words[:i], *words[j:]]
+            if all(_is_variant_word(w, spec) for w in rest):
+                return "variant"
+        found = "similar"
+    return found
+
+
+def _is_variant_word(word: str, spec: DeviceSpec) -> bool:
+    """Whether a word names a variant of a product, not another product: vendor words,
+    memory size or type, form factor (whether or not they agree with ``spec``)."""
+    return (word in _TRADEMARKS or word in _VENDOR_WORDS.get(spec.vendor.lower(), ())
+            or any(p.fullmatch(word) for p in (_FORM_FACTOR_WORD, _MEMORY_SIZE_WORD,
+                                                _MEMORY_TYPE_WORD)))
 
 
 def _unique(names: Iterable[str]) -> list[str]:

@@ -106,6 +106,36 @@ _WIDE_DTYPES = ("fp64", "fp32")
 #:   have at least one. LPDDR and DDR get no floor beyond the generic unit-prefix range (a
 #:   single narrow channel is a few GB/s).
 MEMORY_BANDWIDTH_FLOORS: dict[str, float] = {"HBM": 128e9, "GDDR": 14.4e9}
+
+#: Lowest main-memory bandwidth per byte of capacity (bytes/s per byte, i.e. GB/s per GB) of
+#: a memory family; below it the bandwidth is a unit slip (bits for bytes: "3.35 Tb/s" is
+#: 419 GB/s, 5.2 GB/s per GB on an 80 GB H100). Bandwidth and capacity both scale with the
+#: number of stacks (HBM) or chips (GDDR), so their ratio is a per-device property:
+#:
+#: * HBM: the least bandwidth per capacity a JEDEC stack allows at its rated pin speed is
+#:   HBM3's tallest, densest stack, 16 dies x 32 Gb = 64 GB on 1024 pins x 6.4 Gb/s =
+#:   819 GB/s, 12.8 GB/s per GB (JESD238); the registry spans 23.4 (MI325X) to 56.3
+#:   (V100 16GB). 10 leaves 20% for a part clocked below its generation's rated speed and
+#:   catches the 8x slip of every shipped HBM device (56.3 / 8 = 7.0).
+#: * GDDR: a 32-bit GDDR5 chip of 8 Gb (1 GB) in clamshell mode (two chips share one x32
+#:   channel) at the slowest bin, 3.6 Gb/s, is 14.4 GB/s over 2 GB = 7.2 GB/s per GB
+#:   (JESD212); the registry spans 12.5 (L4) to 76 (RTX 3080), and the 24 GB Tesla M40 sits
+#:   at 12 (288 GB/s). 6 is below the clamshell derivation; it catches an 8x slip only of a
+#:   card above 48 (RTX 3070/3080/2080 Ti/5090), the rest is a documented gap.
+#:
+#: LPDDR and DDR get none: a CPU socket can hold terabytes on a few hundred GB/s.
+BANDWIDTH_PER_CAPACITY_FLOORS: dict[str, float] = {"HBM": 10.0, "GDDR": 6.0}
+
+#: Plausible ``launch_overhead_seconds`` of a transcribed (not measured) spec; outside it
+#: the value is a unit slip (ms for us: "5 ms" makes every small op overhead-bound).
+#: A unit-slip check, not a physical limit: per-kernel launch costs are quoted in
+#: microseconds (the 5 us default above, with its sources; ``roofline.calibrate`` measured
+#: 2.4 us for a 1-element ``torch.add`` on the 2-core machine this band was set on).
+#: 100 ns is 50x below the default and 1 ms 200x above it, so a 1000x slip (ns or ms
+#: written for us) of any value between 1 us and 100 us leaves the band. Skipped for
+#: measured specs: a loaded machine measures what it measures (the generic 0 to 1 s unit
+#: range still applies).
+LAUNCH_OVERHEAD_BAND_SECONDS: tuple[float, float] = (1e-7, 1e-3)
 _MEMORY_TYPE = re.compile(r"(HBM|GDDR|LPDDR|DDR)\d?[A-Za-z]?")
 
 
@@ -151,6 +181,14 @@ BytesPerS = Annotated[
     _parser("bandwidth"),
     _checker("bandwidth"),
     _schema("bytes/s: number or e.g. '3.35 TB/s', '4800 Gbps'"),
+]
+# Main-memory bandwidth: bytes only. Datasheets quote it in GB/s or TB/s; a bit rate there
+# is a slip (or a per-pin "19 Gbps" copied into the bandwidth), an 8x error no range catches.
+MemoryBytesPerS = Annotated[
+    float,
+    BeforeValidator(lambda value: parse_quantity(value, "bandwidth", bits=False)),
+    _checker("bandwidth"),
+    _schema("bytes/s: number or e.g. '3.35 TB/s' (bytes; bit rates are for links)"),
 ]
 Bytes = Annotated[
     float, _parser("bytes"), _checker("bytes"), _schema("bytes: number or e.g. '80 GB', '141 GiB'")
@@ -211,7 +249,11 @@ class HostLink(BaseModel):
 
 
 def _peak_table(allowed: tuple[str, ...]) -> Any:
-    """Before-validator normalising dtype keys of a peak table."""
+    """Before-validator normalising dtype keys of a peak table.
+
+    Two keys naming one dtype (``bf16`` and ``bfloat16``) are an error, not "the last one
+    wins": they are distinct keys to YAML and JSON, so only here can the clash be seen.
+    """
 
     def normalise(table: Any) -> Any:
         if table is None:
@@ -219,6 +261,7 @@ def _peak_table(allowed: tuple[str, ...]) -> Any:
         if not isinstance(table, dict):
             return table  # let pydantic report the type error
         out: dict[str, Any] = {}
+        given: dict[str, Any] = {}  # canonical dtype -> the key it was written as
         for key, value in table.items():
             try:
                 dtype = canonical_dtype(key)
@@ -226,6 +269,11 @@ def _peak_table(allowed: tuple[str, ...]) -> Any:
                 dtype = ""
             if dtype not in allowed:
                 raise ValueError(f"unknown dtype key {key!r}; expected one of {', '.join(allowed)}")
+            if dtype in given:
+                raise ValueError(
+                    f"two entries for {dtype}: {given[dtype]!r} = {table[given[dtype]]!r} and "
+                    f"{key!r} = {value!r} both name {dtype}; keep one")
+            given[dtype] = key
             out[dtype] = value
         return out
 
@@ -267,9 +315,12 @@ class DeviceSpec(BaseModel):
     memory_type: str | None = Field(
         None,
         description="Main-memory technology, e.g. 'HBM3', 'GDDR6X', 'LPDDR5', 'DDR5' (or the "
-        "family alone, 'HBM'); HBM and GDDR set a bandwidth floor that catches unit slips.",
+        "family alone, 'HBM'); HBM and GDDR set bandwidth floors (absolute, and per byte of "
+        "memory_bytes) that catch unit slips.",
     )
-    bandwidth_bytes_per_s: BytesPerS = Field(description="Main-memory (HBM/GDDR/DRAM) bandwidth.")
+    bandwidth_bytes_per_s: MemoryBytesPerS = Field(
+        description="Main-memory (HBM/GDDR/DRAM) bandwidth in bytes/s, e.g. '3.35 TB/s' "
+        "(bit rates such as 'Tb/s' are rejected here; they are for links).")
     cache_bytes: CacheBytes | None = Field(None, description="Last-level cache.")
     compute_units: int | None = Field(None, gt=0, description="SMs / CUs / cores / TensorCores.")
     boost_clock_hz: Hertz | None = None
@@ -319,14 +370,30 @@ class DeviceSpec(BaseModel):
     def _default_launch_overhead(cls, data: Any) -> Any:
         if isinstance(data, dict) and data.get("launch_overhead_seconds") is None:
             default = DEFAULT_LAUNCH_OVERHEAD_SECONDS.get(str(data.get("kind")))
-            if default is not None:
-                note = (
-                    f"launch_overhead_seconds = {format_quantity(default, 'seconds')} is the "
-                    f"modelling default for kind '{data['kind']}', not a datasheet value."
-                )
-                data = {**data, "launch_overhead_seconds": default}
-                data["notes"] = [*(data.get("notes") or []), note]
+            if default is None:
+                # A missing or bad kind has no default, and the spec fails on kind anyway:
+                # a placeholder keeps "launch_overhead_seconds: Field required", which only
+                # follows from the kind, out of the error.
+                return {**data, "launch_overhead_seconds": DEFAULT_LAUNCH_OVERHEAD_SECONDS["gpu"]}
+            note = (
+                f"launch_overhead_seconds = {format_quantity(default, 'seconds')} is the "
+                f"modelling default for kind '{data['kind']}', not a datasheet value."
+            )
+            data = {**data, "launch_overhead_seconds": default}
+            data["notes"] = [*(data.get("notes") or []), note]
         return data
+
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _check_kind_case(cls, value: Any) -> Any:
+        # One spelling, as in the JSON schema and every comparison (spec.kind == "gpu"); a
+        # case variant gets told which, rather than pydantic's list alone.
+        if isinstance(value, str) and value not in DEFAULT_LAUNCH_OVERHEAD_SECONDS \
+                and value.strip().lower() in DEFAULT_LAUNCH_OVERHEAD_SECONDS:
+            kinds = ", ".join(DEFAULT_LAUNCH_OVERHEAD_SECONDS)
+            raise ValueError(f"write kind in lower case, {value.strip().lower()!r} rather than "
+                             f"{value!r} (one of {kinds})")
+        return value
 
     normalise_curve_keys = field_validator("matmul_curve", mode="before")(_peak_table(DTYPES))
 
@@ -403,9 +470,21 @@ class DeviceSpec(BaseModel):
 
     @model_validator(mode="after")
     def _check_physically_plausible(self, info: ValidationInfo) -> DeviceSpec:
-        """Ridge points inside :data:`RIDGE_BANDS_FLOP_PER_BYTE`; HBM/GDDR bandwidth floors."""
+        """Ridge points inside :data:`RIDGE_BANDS_FLOP_PER_BYTE`; HBM/GDDR bandwidth floors
+        (:data:`MEMORY_BANDWIDTH_FLOORS`, :data:`BANDWIDTH_PER_CAPACITY_FLOORS`); launch
+        overhead inside :data:`LAUNCH_OVERHEAD_BAND_SECONDS`."""
         if self.measured or not (info.context or {}).get(_NO_PLAUSIBILITY, True):
             return self
+        overhead = self.launch_overhead_seconds
+        low, high = LAUNCH_OVERHEAD_BAND_SECONDS
+        default = DEFAULT_LAUNCH_OVERHEAD_SECONDS[self.kind]
+        if not low <= overhead <= high:
+            raise ValueError(
+                f"launch_overhead_seconds = {format_quantity(overhead, 'seconds')} is outside "
+                f"the {format_quantity(low, 'seconds')} to {format_quantity(high, 'seconds')} "
+                "that a kernel launch or eager op dispatch takes: ms or ns written for us? (the "
+                f"default is {format_quantity(default, 'seconds')}; "
+                "for a pure roofline use the analysis option overhead=False)")
         bandwidth = self.bandwidth_bytes_per_s
         family = _MEMORY_TYPE.fullmatch(self.memory_type or "")
         floor = MEMORY_BANDWIDTH_FLOORS.get(family.group(1) if family else "")
@@ -414,6 +493,16 @@ class DeviceSpec(BaseModel):
                 f"bandwidth_bytes_per_s = {format_quantity(bandwidth, 'bandwidth')} is below "
                 f"{format_quantity(floor, 'bandwidth')}, the least any {self.memory_type} device "
                 "has: GB/s written for TB/s?")
+        per_byte = BANDWIDTH_PER_CAPACITY_FLOORS.get(family.group(1) if family else "")
+        if per_byte is not None and self.memory_bytes and bandwidth < per_byte \
+                * self.memory_bytes:
+            raise ValueError(
+                f"bandwidth_bytes_per_s = {format_quantity(bandwidth, 'bandwidth')} on "
+                f"memory_bytes = {format_quantity(self.memory_bytes, 'bytes')} of "
+                f"{self.memory_type} is {bandwidth / self.memory_bytes:.3g} GB/s per GB, below "
+                f"the {per_byte:g} GB/s per GB any {self.memory_type} device has (bandwidth and "
+                "capacity grow together with the stacks or chips): bits written for bytes, or a "
+                "prefix slip in either?")
         for field_name, dtype, rate in self._peaks():
             band = "wide" if field_name == "vector_flops_per_s" or dtype in _WIDE_DTYPES \
                 else "narrow"

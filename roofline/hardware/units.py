@@ -143,7 +143,7 @@ def _scaled(number: str, scale: float) -> float:
     return float(Decimal(number.replace(",", "").replace("_", "")) * Decimal(repr(scale)))
 
 
-def parse_quantity(value: Any, kind: str) -> float:
+def parse_quantity(value: Any, kind: str, *, bits: bool = True) -> float:
     """Convert ``value`` to base units.
 
     Parameters
@@ -154,6 +154,10 @@ def parse_quantity(value: Any, kind: str) -> float:
         Lower-case ``b`` in a rate means bits (``"4800 Gbps"`` = 600 GB/s).
     kind : str
         ``flops``, ``bandwidth``, ``bytes`` (or ``cache``), ``hz``, ``watts`` or ``seconds``.
+    bits : bool
+        Whether a ``bandwidth`` may be written in bits per second. Link rates are quoted in
+        bits (``"4800 Gbps"``), memory bandwidths in bytes: ``bits=False`` rejects a bit rate,
+        so that ``"3.35 Tb/s"`` for an HBM part is not read as 419 GB/s.
 
     Returns
     -------
@@ -168,7 +172,7 @@ def parse_quantity(value: Any, kind: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise ValueError(f"expected a number or a string with a unit, got {value!r}")
     if isinstance(value, str):
-        value = _parse_string(value, "bytes" if kind == "cache" else kind)
+        value = _parse_string(value, "bytes" if kind == "cache" else kind, bits)
     value = float(value)
     if not math.isfinite(value):
         raise ValueError(f"{value} is not a finite number")
@@ -180,7 +184,7 @@ def parse_quantity(value: Any, kind: str) -> float:
 _THOUSANDS = re.compile(r"[-+]?[0-9]{1,3}(?:,[0-9]{3})+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?")
 
 
-def _parse_string(text: str, kind: str) -> float:
+def _parse_string(text: str, kind: str, bits: bool = True) -> float:
     match = re.fullmatch(r"\s*([-+]?[0-9][0-9,_]*\.?[0-9]*(?:[eE][-+]?[0-9]+)?)\s*(\S*)\s*", text)
     if match is None:
         raise ValueError(f"cannot parse {text!r} as a {kind} quantity")
@@ -207,6 +211,11 @@ def _parse_string(text: str, kind: str) -> float:
     prefix = unit_match.group("prefix")
     scale = _BINARY[prefix] if prefix in _BINARY else _SI[prefix]
     if kind == "bandwidth" and unit_match.group("byte") == "b":
+        if not bits:
+            raise ValueError(
+                f"{text!r} is a bit rate (lower-case b); memory bandwidth is quoted in bytes "
+                f"per second: write {number} {prefix}B/s if the datasheet says bytes, or "
+                f"{format_quantity(_scaled(number, scale / 8.0), 'bandwidth')} for {text!r}")
         scale /= 8.0  # bits per second
     return _scaled(number, scale)
 

@@ -152,9 +152,34 @@ def _device(name: str) -> Any:
     return get_device(name)
 
 
+def _outputs(args: argparse.Namespace, result: Any, chart: Callable[[], Any]) -> None:
+    """Write ``--plot`` (``chart()``'s figure) and ``--html`` (the page of ``result``)."""
+    if getattr(args, "plot", None):
+        import matplotlib
+
+        matplotlib.use("Agg")  # a file, no window: works without a display
+        import matplotlib.pyplot as plt
+
+        _progress(args, f"drawing {args.plot}...")
+        fig = chart().figure
+        fig.savefig(args.plot, dpi=100, bbox_inches="tight")
+        plt.close(fig)
+        _progress(args, f"wrote {args.plot}")
+    if getattr(args, "html", None):
+        import matplotlib
+
+        matplotlib.use("Agg")
+        from roofline.presentation.html import write_html
+
+        _progress(args, f"writing {args.html} (charts, tables, explanation)...")
+        write_html(args.html, result, args.top)
+        _progress(args, f"wrote {args.html}")
+
+
 def cmd_analyze(args: argparse.Namespace) -> str:
     from roofline.analysis import analyze, compare
     from roofline.presentation import tables
+    from roofline.presentation.plots import roofline_chart
 
     device = _device(args.device)
     t = _trace(args, device)
@@ -163,9 +188,11 @@ def cmd_analyze(args: argparse.Namespace) -> str:
     if args.compare:
         c = compare(t, device, _device(args.compare), **_options(args))
         _require_finite(seconds=c.dst.seconds, speedup=c.speedup)
+        _outputs(args, c, lambda: roofline_chart(c))
         if args.json:
             return _json(tables.comparison_dict(c))
         return tables.analysis_table(a, args.top) + "\n\n" + tables.comparison_table(c)
+    _outputs(args, a, lambda: roofline_chart(a))
     if args.json:
         return _json(tables.analysis_dict(a, args.top))
     return tables.analysis_table(a, args.top)
@@ -174,6 +201,7 @@ def cmd_analyze(args: argparse.Namespace) -> str:
 def cmd_what_if(args: argparse.Namespace) -> str:
     from roofline.analysis import what_if
     from roofline.presentation import tables
+    from roofline.presentation.plots import speedup_curve
 
     device = _device(args.device)
     t = _trace(args, device)
@@ -183,6 +211,7 @@ def cmd_what_if(args: argparse.Namespace) -> str:
                if v is not None}
     c = what_if(t, device, **factors, **_options(args))
     _require_finite(seconds=c.dst.seconds, speedup=c.speedup)
+    _outputs(args, c, lambda: speedup_curve(t, device, **_options(args)))
     if args.json:
         return _json(tables.comparison_dict(c))
     return tables.comparison_table(c)
@@ -252,6 +281,12 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host-seconds", type=_seconds, default=0.0,
                    help="time per step off the device (data loading), kept fixed")
     p.add_argument("--top", type=_int_at_least(0), default=15, help="ops to list")
+    p.add_argument("--plot", metavar="FILE.png",
+                   help="write a chart: the roofline chart (analyze) or the speedup curve "
+                        "(what-if)")
+    p.add_argument("--html", metavar="FILE.html",
+                   help="write one self-contained page: charts, tables, explanation, "
+                        "assumptions")
 
 
 def build_parser() -> argparse.ArgumentParser:

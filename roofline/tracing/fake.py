@@ -1,42 +1,59 @@
 """Fake-tensor execution: analyse a step without allocating its memory.
 
-Parameters, buffers, optimizer state and inputs are swapped for fake tensors for
-the duration of the step and put back afterwards, so the user's model is never
-changed. ``meta`` tensors become fake CPU tensors (autocast then applies as on
+Parameters, buffers, tensor attributes, optimizer state and inputs are swapped for fake
+tensors for the duration of the step and put back afterwards, so the user's model is
+never changed. ``meta`` tensors become fake CPU tensors (autocast then applies as on
 the CPU).
 
 Which modules to swap is not always visible from the callable (``lambda x: m(x)``
-over a global ``m``), so three mechanisms work together:
+over a global ``m``), so four mechanisms work together:
 
-* before the step, the modules reachable from the callable (the module itself, a bound
-  method's ``self``, a ``functools.partial``'s function and arguments, a function's
-  closure cells and defaults) are swapped;
+* before the step, the modules and plain objects reachable from the callable are
+  swapped: the module itself, a bound method's ``self``, a ``functools.partial``'s
+  function and arguments, a function's closure cells and defaults, the attributes
+  (``__dict__``, ``__slots__``) of plain objects (a ``Runner`` holding the model), and
+  the containers among them, to a bounded depth;
 * during the step, a module forward pre-hook swaps any other module at its first call
   (before its forward can read a parameter), so the optimizer's fake parameters are the
   ones the model uses, however it was reached;
-* a dispatch mode notes every real leaf tensor that requires grad and still reaches an
-  op (a parameter used without its module being called): its ``.grad`` is put back
-  after the step (as is every optimizer parameter's), and if it is one of the
-  optimizer's parameters the trace is refused (its optimizer phase would be missing).
+* during the step, a write to a module not swapped yet (an attribute set or deleted, a
+  buffer, parameter or submodule registered: a module reached through a global whose
+  ``forward`` is called directly) first snapshots and swaps that module;
+* a dispatch mode watches real tensors that still reach an op. A leaf that requires
+  grad (a parameter used without its module being called) has its ``.grad`` hidden
+  for the step and put back after it (as is every optimizer parameter's); if it is one
+  of the optimizer's parameters the trace is refused (its optimizer phase would be
+  missing). An in-place write into a real tensor is refused: it would change the
+  user's data (the fake mode lets real tensors in, and writes them).
 
 Each covers what the others cannot: ``m.forward`` fires no hook for ``m`` itself (the
-search finds it), a module reached through a global or a dict is found only when it runs
-(the hook), and ``F.linear(x, m.weight)`` calls no module at all (the watch).
+search or the write watch finds it), a module reached through a global or a dict is
+found only when it runs (the hook), and ``F.linear(x, m.weight)`` calls no module at
+all (the leaf watch).
 
-After the step every swapped module's ``_parameters``, ``_buffers``, ``_modules`` and
-tensor-valued attributes are restored to their pre-step contents (a rotary cache or a
-buffer registered in ``forward`` is removed again; tensors kept in attributes that are
-neither tensors nor tuples, lists or dicts of them are not looked into), and so are the
-optimizer's groups and state.
+What is swapped is saved first: every attribute of every module and object reached,
+and the contents of the lists, dicts and sets among them (shallow copies, to the same
+depth). After the step attributes the step added are removed, replaced ones are put
+back, and mutated containers get their contents back in place (other references to
+the same list see it); so are the optimizer's groups and state. Then every object
+reached is checked for fake tensors the trace made: one left where nothing was saved
+(a container deeper than the search goes) is a :class:`FakeModeError` naming it.
+
+Roofline's own work around the step (making fakes, the optimizer's warm-up step) runs
+with every dispatch mode disabled: a capture around a trace sees the step's ops once,
+and none of this bookkeeping.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
+import threading
 import types
+import weakref
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import torch
@@ -46,10 +63,10 @@ from torch._subclasses.fake_tensor import (
     DynamicOutputShapeException,
     FakeTensor,
     FakeTensorMode,
-    unset_fake_temporarily,
 )
+from torch.nn.modules import module as _module
 from torch.overrides import TorchFunctionMode
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 from torch.utils._pytree import tree_flatten, tree_map
 
 from roofline.tracing.tracer import FakeModeError
@@ -62,22 +79,79 @@ class NeedsValues(RuntimeError):
 # Raised when a step needs real values: by fake tensors for ops, by _NoValues for numpy.
 DATA_DEPENDENT = (DataDependentOutputException, DynamicOutputShapeException, NeedsValues)
 
-# Module attributes that hold its state tables, restored table by table.
-_TABLES = ("_parameters", "_buffers", "_modules")
-# What every nn.Module holds (tables, hook dicts, flags): no tensor attributes in there.
-_INTERNALS = frozenset(vars(nn.Module()))
-# How many items of a container the search for modules looks at, and how deep it goes.
+# How many items of a container the search and the snapshot look into, and how deep
+# (attributes of attributes, items of items) they go from the callable or a module.
 _MAX_ITEMS, _MAX_DEPTH = 256, 4
+# Containers a step can change in place: their contents are saved and refilled in place.
+_MUTABLE = (list, dict, set)
+# Not plain objects: code, classes, Python modules, weak references, what has its own
+# branch, and optimizers (swapped apart: their state is keyed by the parameters).
+_OPAQUE = (type, types.ModuleType, types.FunctionType, types.MethodType,
+           types.BuiltinFunctionType, functools.partial, weakref.ReferenceType,
+           torch.optim.Optimizer, torch.Tensor, nn.Module, tuple, list, dict, set,
+           frozenset, str, bytes)
+_MISSING = object()
+_SLOT_NAMES: weakref.WeakKeyDictionary[type, tuple[str, ...]] = weakref.WeakKeyDictionary()
 
 
-def modules_of(fn: Any, *, deep: bool = True) -> list[nn.Module]:
-    """The ``nn.Module``\\ s behind a callable, outermost first.
+def _slot_names(cls: type) -> tuple[str, ...]:
+    if cls not in _SLOT_NAMES:
+        names: list[str] = []
+        for klass in cls.__mro__:
+            slots = klass.__dict__.get("__slots__", ())
+            for name in (slots,) if isinstance(slots, str) else slots:
+                if name not in ("__dict__", "__weakref__") and name not in names:
+                    names.append(name)
+        _SLOT_NAMES[cls] = tuple(names)
+    return _SLOT_NAMES[cls]
 
-    Without ``deep``: the module itself, a bound method's module, a ``functools.partial``
-    of either. With ``deep`` also what a function or partial holds: closure cells,
-    defaults, partial arguments, and the containers among them.
-    """
-    found: dict[int, nn.Module] = {}
+
+def _slot(cls: type, name: str) -> Any:
+    """The member descriptor of a slot (read and written past any ``__setattr__``)."""
+    return next(k.__dict__[name] for k in cls.__mro__ if name in k.__dict__)
+
+
+def _instance_dict(obj: Any) -> dict[str, Any] | None:
+    try:  # past any __getattr__ or __getattribute__ of the class
+        state = object.__getattribute__(obj, "__dict__")
+    except AttributeError:
+        return None
+    return state if isinstance(state, dict) else None
+
+
+def _is_plain(obj: Any) -> bool:
+    """An instance of a user class, whose attributes may hold modules and tensors."""
+    if isinstance(obj, _OPAQUE):
+        return False
+    return _instance_dict(obj) is not None or bool(_slot_names(type(obj)))
+
+
+def _attributes(obj: Any) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """An object's ``__dict__`` (copied; None without one) and its set slots."""
+    state = _instance_dict(obj)
+    slots = {}
+    for name in _slot_names(type(obj)):
+        if (value := _get_slot(obj, name)) is not _MISSING:
+            slots[name] = value
+    return (dict(state) if state is not None else None), slots
+
+
+def _get_slot(obj: Any, name: str) -> Any:
+    try:
+        return _slot(type(obj), name).__get__(obj, type(obj))
+    except AttributeError:  # a slot never assigned
+        return _MISSING
+
+
+def _items(c: Any) -> Iterable[Any]:
+    """The first items of a container the search looks into."""
+    return itertools.islice(c.values() if isinstance(c, dict) else c, _MAX_ITEMS)
+
+
+def _reach(fn: Any, deep: bool) -> tuple[list[nn.Module], list[Any]]:
+    """The modules and plain objects behind a callable, outermost first."""
+    modules: dict[int, nn.Module] = {}
+    objects: dict[int, Any] = {}
     seen: set[int] = set()
 
     def visit(obj: Any, depth: int) -> None:
@@ -85,7 +159,7 @@ def modules_of(fn: Any, *, deep: bool = True) -> list[nn.Module]:
             return
         seen.add(id(obj))
         if isinstance(obj, nn.Module):
-            found.setdefault(id(obj), obj)
+            modules.setdefault(id(obj), obj)
         elif isinstance(obj, types.MethodType):
             visit(obj.__self__, depth + 1)
             if deep:
@@ -101,15 +175,28 @@ def modules_of(fn: Any, *, deep: bool = True) -> list[nn.Module]:
             cells = [_cell_contents(c) for c in obj.__closure__ or ()]
             for v in (*cells, *(obj.__defaults__ or ()), *(obj.__kwdefaults__ or {}).values()):
                 visit(v, depth + 1)
-        elif isinstance(obj, (list, tuple)):
-            for v in obj[:_MAX_ITEMS]:
+        elif isinstance(obj, (list, tuple, dict, set, frozenset)):
+            for v in _items(obj):
                 visit(v, depth + 1)
-        elif isinstance(obj, dict):
-            for v in list(obj.values())[:_MAX_ITEMS]:
+        elif _is_plain(obj):  # a callable object (a Runner), or one a closure holds
+            objects.setdefault(id(obj), obj)
+            state, slots = _attributes(obj)
+            for v in itertools.islice(itertools.chain((state or {}).values(),
+                                                      slots.values()), _MAX_ITEMS):
                 visit(v, depth + 1)
 
     visit(fn, 0)
-    return list(found.values())
+    return list(modules.values()), list(objects.values())
+
+
+def modules_of(fn: Any, *, deep: bool = True) -> list[nn.Module]:
+    """The ``nn.Module``\\ s behind a callable, outermost first.
+
+    Without ``deep``: the module itself, a bound method's module, a ``functools.partial``
+    of either. With ``deep`` also what a function, partial or plain object holds: closure
+    cells, defaults, partial arguments, attributes, and the containers among them.
+    """
+    return _reach(fn, deep)[0]
 
 
 def _cell_contents(cell: types.CellType) -> Any:
@@ -119,14 +206,6 @@ def _cell_contents(cell: types.CellType) -> Any:
         return None
 
 
-def _holds_tensor(value: Any) -> bool:
-    if isinstance(value, torch.Tensor):
-        return True
-    if isinstance(value, (tuple, list, dict)):
-        return any(isinstance(t, torch.Tensor) for t in tree_flatten(value)[0])
-    return False
-
-
 def _active_fake_mode() -> FakeTensorMode | None:
     """The user's own ``FakeTensorMode``, when the trace runs inside one."""
     mode = torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE)
@@ -134,9 +213,15 @@ def _active_fake_mode() -> FakeTensorMode | None:
 
 
 class _Faker:
+    """Makes (once per real tensor) the fake that stands for it during the step."""
+
     def __init__(self, mode: FakeTensorMode) -> None:
         self.mode = mode
         self.memo: dict[int, torch.Tensor] = {}
+        # fakes of the user's own mode the model already held before the step: theirs
+        self.kept: set[int] = set()
+        self.made: set[int] = set()  # ids of the fakes made here
+        self.before_step = True
 
     def __call__(self, t: Any) -> Any:
         if not isinstance(t, torch.Tensor):
@@ -147,11 +232,15 @@ class _Faker:
                     "fake=True was given a fake tensor of another FakeTensorMode; trace "
                     "inside the FakeTensorMode that made it (roofline then reuses it), or "
                     "pass real or meta tensors.")
+            if self.before_step and id(t) not in self.made:
+                self.kept.add(id(t))
             return t
         if id(t) not in self.memo:
-            # the user's own fake mode may be active: the real tensor is read outside it
-            with unset_fake_temporarily():
+            # bookkeeping, not part of the step: no mode sees it (an outer capture, the
+            # recorder, the user's own fake mode, which must not meet the real tensor)
+            with _disable_current_modes():
                 self.memo[id(t)] = self._fake(t)
+            self.made.add(id(self.memo[id(t)]))
         return self.memo[id(t)]
 
     def _fake(self, t: torch.Tensor) -> torch.Tensor:
@@ -166,68 +255,244 @@ class _Faker:
             return torch.nn.Parameter(f, requires_grad=t.requires_grad)
         return f.requires_grad_(True) if t.requires_grad else f
 
+    def leaked(self, t: Any) -> bool:
+        """A fake of this trace's mode that the model did not hold before the step."""
+        return (isinstance(t, FakeTensor) and t.fake_mode is self.mode
+                and id(t) not in self.kept)
 
-class _ModuleState:
-    """One module's tables and tensor-valued attributes, as they were before the step."""
 
-    def __init__(self, m: nn.Module) -> None:
-        self.module = m
-        self.tables = {name: dict(getattr(m, name)) for name in _TABLES}
-        self.non_persistent = set(m._non_persistent_buffers_set)
-        self.attrs = {k: v for k, v in vars(m).items()
-                      if k not in _INTERNALS and _holds_tensor(v)}
+def _contents(c: Any) -> list[Any]:
+    return list(c.items()) if isinstance(c, dict) else list(c)
 
-    def restore(self) -> None:
-        m = self.module
-        for name, saved in self.tables.items():
-            table = getattr(m, name)
-            table.clear()
-            table.update(saved)
-        m._non_persistent_buffers_set.clear()
-        m._non_persistent_buffers_set.update(self.non_persistent)
-        state = vars(m)
-        for k, v in list(state.items()):  # attributes the step added (a lazy cache)
-            if k not in _INTERNALS and k not in self.attrs and _holds_tensor(v):
-                del state[k]
-        state.update(self.attrs)
+
+def _changed(c: Any, saved: list[Any]) -> bool:
+    now = _contents(c)
+    if len(now) != len(saved):
+        return True
+    if isinstance(c, set):
+        return {id(x) for x in now} != {id(x) for x in saved}
+    if isinstance(c, dict):
+        return any(k is not k0 or v is not v0 for (k, v), (k0, v0) in zip(now, saved, strict=True))
+    return any(x is not x0 for x, x0 in zip(now, saved, strict=True))
+
+
+def _refill(c: Any, saved: list[Any]) -> None:
+    """Put a container's contents back in place (the base type's methods: a subclass may
+    refuse ``update`` or keep its own bookkeeping, which the step changed only as well)."""
+    if isinstance(c, list):
+        list.__setitem__(c, slice(None), saved)
+    elif isinstance(c, dict):
+        dict.clear(c)
+        dict.update(c, saved)
+    else:
+        set.clear(c)
+        set.update(c, saved)
+
+
+def _put_back(obj: Any, state: dict[str, Any] | None, slots: dict[str, Any]) -> None:
+    """An object's attributes as saved: added ones removed, replaced ones put back."""
+    if state is not None:
+        now = vars(obj)
+        for k in [k for k in now if k not in state]:  # a lazy cache the step created
+            del now[k]
+        for k, v in state.items():
+            if now.get(k, _MISSING) is not v:
+                now[k] = v
+    for name in _slot_names(type(obj)):
+        now = _get_slot(obj, name)
+        if now is not slots.get(name, _MISSING):
+            slot = _slot(type(obj), name)
+            if name in slots:
+                slot.__set__(obj, slots[name])
+            else:
+                slot.__delete__(obj)
 
 
 class _Swap:
-    """Swaps modules' parameters and buffers for fakes, remembering what to put back."""
+    """Swaps the tensors of modules and plain objects for fakes, saving them first.
 
-    def __init__(self, fake: _Faker) -> None:
+    Each module's or object's attributes are saved (a shallow copy of ``__dict__`` and
+    of the slots), and each list, dict and set met among them (a shallow copy of its
+    contents), before any is changed; tensors in them become fakes (in place for lists
+    and dicts, a new tuple for a tuple), as do the parameters and buffers in the
+    modules' tables. A tensor in a set or in a tuple subclass of unknown construction
+    stays real: it is read, and a write into it is refused by :class:`_RealLeaves`.
+    """
+
+    def __init__(self, fake: _Faker, skip: set[int]) -> None:
         self.fake = fake
-        self.saved: dict[int, _ModuleState] = {}
+        self.skip = skip  # ids of objects swapped apart (the optimizer)
+        self.objects: dict[int, tuple[Any, dict[str, Any] | None, dict[str, Any]]] = {}
+        self.contents: dict[int, tuple[Any, list[Any]]] = {}
+        self.thread = threading.get_ident()
 
-    def module(self, root: nn.Module) -> None:
-        for m in root.modules():
-            if id(m) in self.saved:
-                continue
-            self.saved[id(m)] = _ModuleState(m)
-            for table in (m._parameters, m._buffers):
-                for name, t in table.items():
-                    if t is not None:
-                        table[name] = self.fake(t)
+    def module(self, m: nn.Module) -> None:
+        self.object(m, 0)
 
-    def pre_hook(self, m: nn.Module, _args: Any) -> None:
-        if id(m) not in self.saved:
+    def touch(self, m: nn.Module, *_: Any) -> None:
+        """A module called or written to during the step: save and swap it first.
+
+        The hooks are global: a module another thread runs meanwhile is not ours.
+        """
+        if id(m) not in self.objects and threading.get_ident() == self.thread:
             self.module(m)
 
-    def restore(self) -> None:
-        for state in reversed(self.saved.values()):
-            state.restore()
+    def object(self, obj: Any, depth: int) -> None:
+        if id(obj) in self.objects or id(obj) in self.skip:
+            return
+        state, slots = _attributes(obj)
+        self.objects[id(obj)] = (obj, state, slots)
+        for k, v in (state or {}).items():
+            new = self.value(v, depth + 1)
+            if new is not v:
+                vars(obj)[k] = new  # past nn.Module.__setattr__: the tables keep theirs
+        for k, v in slots.items():
+            new = self.value(v, depth + 1)
+            if new is not v:
+                _slot(type(obj), k).__set__(obj, new)
+
+    def value(self, v: Any, depth: int) -> Any:
+        """What stands for ``v`` during the step (``v`` itself when swapped in place)."""
+        if isinstance(v, torch.Tensor):
+            # swapped, not made read-only: the step's own in-place updates (a counter, a
+            # cache) then run on the fake and are recorded; only a real tensor nothing
+            # reached is refused a write (_RealLeaves), as the trace cannot swap it
+            return self.fake(v)
+        if isinstance(v, nn.Module):  # a submodule, or one held in a plain attribute
+            self.object(v, 0)
+            return v
+        if depth > _MAX_DEPTH:
+            return v
+        if isinstance(v, tuple):
+            items = [self.value(x, depth + 1) for x in itertools.islice(v, _MAX_ITEMS)]
+            if all(a is b for a, b in zip(items, v, strict=False)):  # the first items
+                return v
+            items += v[len(items):]
+            if type(v) is tuple:
+                return tuple(items)
+            make = getattr(type(v), "_make", None)  # a namedtuple
+            return make(items) if make is not None else v
+        if isinstance(v, _MUTABLE):
+            if id(v) not in self.contents:
+                self.contents[id(v)] = (v, _contents(v))
+                if isinstance(v, list):
+                    for i, x in enumerate(v[:_MAX_ITEMS]):
+                        if (new := self.value(x, depth + 1)) is not x:
+                            list.__setitem__(v, i, new)
+                elif isinstance(v, dict):
+                    for k, x in list(itertools.islice(v.items(), _MAX_ITEMS)):
+                        if (new := self.value(x, depth + 1)) is not x:
+                            dict.__setitem__(v, k, new)
+                else:
+                    for x in list(itertools.islice(v, _MAX_ITEMS)):
+                        self.value(x, depth + 1)
+            return v
+        if _is_plain(v):
+            self.object(v, depth)
+        return v
+
+    def restore(self) -> list[str]:
+        """Put everything saved back; what could not be, as ``"Type.attr: why"``."""
+        problems = []
+        for obj, state, slots in reversed(self.objects.values()):
+            try:
+                _put_back(obj, state, slots)
+            except Exception as e:  # a slot or __dict__ that refuses the write
+                problems.append(f"{type(obj).__name__}: {e}")
+        for c, saved in self.contents.values():
+            if _changed(c, saved):
+                try:
+                    _refill(c, saved)
+                except Exception as e:
+                    problems.append(f"a {type(c).__name__} held by the model: {e}")
+        return problems
+
+    def leaks(self) -> list[str]:
+        """Where a fake of this trace (or a fake ``.grad``) is still held, as paths."""
+        found: list[str] = []
+        seen: set[int] = set()
+
+        def look(v: Any, path: str, depth: int) -> None:
+            if isinstance(v, torch.Tensor):
+                if self.fake.leaked(v):
+                    found.append(path)
+                elif (not isinstance(v, FakeTensor) and v.is_leaf and v.requires_grad
+                      and self.fake.leaked(v.grad)):  # a user's fake keeps its gradient
+                    found.append(f"{path}.grad")
+                return
+            # one level past what is saved, so a container just out of reach is named
+            if depth > _MAX_DEPTH + 1 or id(v) in seen or id(v) in self.objects:
+                return
+            seen.add(id(v))
+            if isinstance(v, dict):
+                for k, x in itertools.islice(v.items(), _MAX_ITEMS):
+                    look(x, f"{path}[{k!r}]", depth + 1)
+            elif isinstance(v, (list, tuple, set)):
+                for i, x in enumerate(_items(v)):
+                    look(x, f"{path}[{i}]", depth + 1)
+            elif _is_plain(v):
+                attributes(v, path, depth)
+
+        def attributes(obj: Any, path: str, depth: int) -> None:
+            state, slots = _attributes(obj)
+            for k, v in itertools.chain((state or {}).items(), slots.items()):
+                look(v, f"{path}.{k}", depth + 1)
+
+        for obj, _state, _slots in self.objects.values():
+            attributes(obj, type(obj).__name__, 0)
+        return found
+
+
+@contextlib.contextmanager
+def _watch_module_writes(swap: _Swap) -> Iterator[None]:
+    """Save and swap a module the step writes to before the write lands.
+
+    A module reached through a global and run via ``.forward`` fires no hook and is
+    found by no search; its first write is seen here, however it was reached.
+    ``nn.Module.__setattr__``/``__delattr__`` are wrapped for the step (plain attributes
+    bypass the registration hooks); ``register_buffer`` and friends have global hooks.
+    """
+    setattr_, delattr_ = nn.Module.__setattr__, nn.Module.__delattr__
+
+    def __setattr__(self: nn.Module, name: str, value: Any) -> None:
+        swap.touch(self)
+        setattr_(self, name, value)
+
+    def __delattr__(self: nn.Module, name: str) -> None:
+        swap.touch(self)
+        delattr_(self, name)
+
+    handles = []
+    try:
+        for register in (_module.register_module_buffer_registration_hook,
+                         _module.register_module_parameter_registration_hook,
+                         _module.register_module_module_registration_hook):
+            handles.append(register(swap.touch))
+        nn.Module.__setattr__ = __setattr__  # type: ignore[method-assign]
+        nn.Module.__delattr__ = __delattr__  # type: ignore[method-assign]
+        yield
+    finally:
+        nn.Module.__setattr__ = setattr_  # type: ignore[method-assign]
+        nn.Module.__delattr__ = delattr_  # type: ignore[method-assign]
+        for handle in handles:
+            handle.remove()
 
 
 class _RealLeaves(TorchDispatchMode):
-    """Notes each real leaf tensor that requires grad and reaches an op, with its ``.grad``.
+    """Watches the real tensors that reach an op of the fake step.
 
-    Its first op is in the forward, before backward could have touched its ``.grad``.
+    A leaf that requires grad has its ``.grad`` noted and hidden at its first op (in the
+    forward, before backward could touch it: the step starts from no gradient, as a
+    traced step does, and backward cannot accumulate a fake into the real gradient).
+    An op that writes into a real tensor is refused: everything the trace could swap is
+    fake, so the tensor is the user's own (a global), and the fake mode would write it.
     """
 
     def __init__(self) -> None:
         super().__init__()
         self.grads: dict[int, tuple[torch.Tensor, torch.Tensor | None]] = {}
         self.used: set[int] = set()  # ids of the real leaves an op of the step read
+        self._writes: dict[Any, tuple[int | str, ...]] = {}
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
                            kwargs: dict[str, Any] | None = None) -> Any:
@@ -241,6 +506,24 @@ class _RealLeaves(TorchDispatchMode):
                         and not isinstance(t, FakeTensor) and t.is_leaf):
                     self.used.add(id(t))
                     self.grads.setdefault(id(t), (t, t.grad))
+                    t.grad = None
+            if func not in self._writes:
+                self._writes[func] = tuple(
+                    arg.name if arg.kwarg_only else i
+                    for i, arg in enumerate(func._schema.arguments)
+                    if arg.alias_info is not None and arg.alias_info.is_write)
+            for key in self._writes[func]:
+                value = kwargs.get(key) if isinstance(key, str) else (
+                    args[key] if key < len(args) else None)
+                for t in value if isinstance(value, (list, tuple)) else (value,):
+                    if isinstance(t, torch.Tensor) and not isinstance(t, FakeTensor):
+                        raise FakeModeError(
+                            f"fake=True: {func} writes in place into a real tensor of shape "
+                            f"{tuple(t.shape)} that the trace could not swap for a fake (it "
+                            "is neither reachable from the callable nor held by a module "
+                            "the step called: a global?); the write would change your "
+                            "data. Keep it on a module or object the callable holds, pass "
+                            "it as an argument, or trace with fake=False.")
         return func(*args, **kwargs)
 
     def restore(self) -> None:
@@ -273,14 +556,17 @@ def fake_step(model: Any, optimizer: torch.optim.Optimizer | None,
     """
     mode = _active_fake_mode() or FakeTensorMode(allow_non_fake_inputs=True)
     fake = _Faker(mode)
-    swap = _Swap(fake)
+    swap = _Swap(fake, skip={id(optimizer)} if optimizer is not None else set())
     leaves = _RealLeaves()
     groups: list[dict[str, Any]] = []
     saved_groups: list[dict[str, Any]] = []
     saved_state: Any = None
     try:
-        for m in modules_of(model):
+        modules, objects = _reach(model, deep=True)
+        for m in modules:
             swap.module(m)
+        for obj in objects:
+            swap.object(obj, 0)
         if optimizer is not None:
             groups = list(optimizer.param_groups)
             saved_groups = [dict(g) for g in groups]
@@ -297,9 +583,10 @@ def fake_step(model: Any, optimizer: torch.optim.Optimizer | None,
             if not saved_state:
                 _warm_up(optimizer, mode)
         fargs, fkwargs = tree_map(fake, (args, kwargs))
-        hook = nn.modules.module.register_module_forward_pre_hook(swap.pre_hook)
+        fake.before_step = False
+        hook = nn.modules.module.register_module_forward_pre_hook(swap.touch)
         try:
-            with mode, leaves, _NoValues():
+            with _watch_module_writes(swap), mode, leaves, _NoValues():
                 yield fargs, fkwargs
         finally:
             hook.remove()
@@ -314,21 +601,39 @@ def fake_step(model: Any, optimizer: torch.optim.Optimizer | None,
                     "of it, or a function that calls the module; or trace with fake=False.")
     finally:
         leaves.restore()
-        swap.restore()
+        problems = swap.restore()
         if optimizer is not None and saved_state is not None:
             optimizer.param_groups[:] = groups
             for g, saved in zip(groups, saved_groups, strict=True):
                 g.clear()
                 g.update(saved)
             optimizer.state = saved_state
+        problems += [f"{where} still holds a fake tensor" for where in swap.leaks()]
+        if problems:
+            raise FakeModeError(
+                "fake=True could not put the model back as it was: "
+                + "; ".join(problems[:8]) + (f" and {len(problems) - 8} more"
+                                            if len(problems) > 8 else "")
+                + ". The step stored tensors deeper than the trace saves (nested "
+                "containers or objects); fix those by hand, or trace with fake=False.")
 
 
 def _warm_up(optimizer: torch.optim.Optimizer, mode: FakeTensorMode) -> None:
-    """Take one unrecorded fake step so the traced step is a steady-state one."""
+    """Take one unrecorded fake step so the traced step is a steady-state one.
+
+    Bookkeeping: no outer mode sees its ops, and no step hook runs (an outer capture's
+    would count it as an optimizer step; the user's are for the user's steps).
+    """
     params = [p for g in optimizer.param_groups for p in g["params"] if p.requires_grad]
-    with mode:
+    step: Callable[..., Any] = type(optimizer).step
+    # Optimizer.__init__ wraps the class's step with the hook runner and marks it
+    unhooked = step.__wrapped__ if getattr(step, "hooked", False) else None  # type: ignore[attr-defined]
+    with _disable_current_modes(), mode:
         for p in params:
             p.grad = torch.zeros_like(p)
-        optimizer.step()
+        if unhooked is not None:
+            unhooked(optimizer)
+        else:
+            optimizer.step()
     for p in params:
         p.grad = None

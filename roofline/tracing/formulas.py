@@ -14,8 +14,11 @@ Conventions (one place, used everywhere):
   the family's ``complex_flops`` (:mod:`roofline.tracing.ops`): a complex add or
   subtract is 2 real FLOPs, a multiply ``(a+bi)(c+di)`` 4 products + 2 adds = 6, a
   multiply-add 8 (a matmul, counted at 2 per multiply-add, has factor 4: an
-  ``(m, k) @ (k, n)`` complex matmul is ``8mkn``). Ops without a factor (exp, abs,
-  softmax... of complex tensors) are recorded uncounted, not guessed.
+  ``(m, k) @ (k, n)`` complex matmul is ``8mkn``). With one operand real the
+  defining formula is cheaper and is what is counted: ``(a+bi)x`` is 2 products,
+  ``(a+bi) + x`` 1 add (the imaginary part passes through), whatever the kernel does
+  with the promoted operand. Ops without a factor (exp, abs, softmax... of complex
+  tensors) are recorded uncounted, not guessed.
 * Reductions cost one FLOP per input element (a sum of n values is n-1 adds,
   rounded to n), plus the final arithmetic per output element where there is
   some (mean: one divide).
@@ -32,7 +35,10 @@ Conventions (one place, used everywhere):
   ``2 d_qk`` (QK^T) plus ``2 d_v`` (PV) FLOPs forward; the backward recomputes the
   scores and runs four more matmuls, 2.5x the forward, as torch counts it. The
   softmax inside fused attention is not counted (FlashAttention's convention).
-* Data movement (copies, gathers, views, allocation) is 0 FLOPs; see
+* Bag reductions (``embedding_bag``) cost one FLOP per gathered element (an add or,
+  for ``max``, a compare), one more with per-sample weights (the multiply), and for
+  ``mean`` one divide per output element.
+* Data movement (copies, gathers, views, fills, allocation) is 0 FLOPs; see
   :mod:`roofline.tracing.ops` for the ops registered as such.
 """
 
@@ -45,19 +51,24 @@ from typing import Any
 from torch.utils.flop_counter import sdpa_backward_flop_count, sdpa_flop_count
 
 from roofline.tracing.ops import (
+    ComplexOperands,
     aten,
     copy_from_src,
     fused_optimizer,
     gather,
+    gathered_rows,
     index_add_bytes,
     index_copy_bytes,
+    index_fill_bytes,
     index_put_bytes,
     indexed_numel,
     no_bytes,
+    put_bytes,
     register_formula,
     register_no_flops,
     scatter_add_bytes,
     scatter_bytes,
+    view_copy_bytes,
     write_only,
 )
 
@@ -75,10 +86,22 @@ def _total(shapes: Sequence[Any]) -> int:
     return sum(math.prod(s) for s in shapes if s is not None)
 
 
-# Real FLOPs per counted FLOP of a pointwise op in a complex dtype: add/sub/negate act on
-# both parts (2); (a+bi)(c+di) = (ac-bd) + (ad+bc)i is 4 products + 2 adds (6). A real
-# operand is promoted to complex by the kernel, which then multiplies in full.
-_COMPLEX_POINTWISE = {aten.add: 2, aten.sub: 2, aten.rsub: 2, aten.neg: 2, aten.mul: 6}
+# Real FLOPs per counted FLOP of a pointwise op in a complex dtype, by which operand is
+# real (ComplexOperands(both complex, first real, second real)), z = a+bi, w = c+di, x real:
+# * mul: zw = (ac-bd) + (ad+bc)i is 4 products + 2 adds (6); zx = ax + bxi is 2 products.
+# * add: z + w adds both parts (2); z + x = (a+x) + bi adds the real part only (1).
+# * sub (self - other): z - w (2), z - x (1); x - z = (x-a) - bi also negates b (2).
+# * rsub (other - self): the same with the operands swapped.
+# * neg: -z negates both parts (2).
+# The kernel promotes a real operand to complex and may multiply by its zero imaginary
+# part; those products are not arithmetic the op needs, so they are not counted.
+_COMPLEX_POINTWISE: dict[Any, int | ComplexOperands] = {
+    aten.mul: ComplexOperands(6, 2, 2),
+    aten.add: ComplexOperands(2, 1, 1),
+    aten.sub: ComplexOperands(2, 2, 1),
+    aten.rsub: ComplexOperands(2, 1, 2),
+    aten.neg: 2,
+}
 
 
 # --- pointwise --------------------------------------------------------------------
@@ -224,6 +247,14 @@ def index_add_flop(source: Any, alpha: Any = 1, **_: Any) -> int:
 
 
 register_no_flops("memory", aten.index_copy, bytes_rule=index_copy_bytes)
+# a fill of the indexed slices: data movement
+register_no_flops("memory", aten.index_fill, bytes_rule=index_fill_bytes)
+
+
+@register_formula(aten.put, category="memory", bytes_rule=put_bytes)
+def put_flop(index: Any, accumulate: bool = False, **_: Any) -> int:
+    # x.flatten()[i] += v: one add per index element; x.flatten()[i] = v moves data only
+    return numel(index) if accumulate else 0
 
 
 @register_formula(aten.index_put, category="memory", bytes_rule=index_put_bytes, get_raw=True)
@@ -357,6 +388,48 @@ def conv_backward_flop(grad_output: Any, input: Any, weight: Any, transposed: bo
 # --- embedding, losses, pooling, upsampling, dropout -------------------------------
 
 register_no_flops("embedding", aten.embedding, bytes_rule=gather)
+
+# _embedding_bag's mode argument
+_BAG_SUM, _BAG_MEAN, _BAG_MAX = 0, 1, 2
+
+
+@register_formula(aten._embedding_bag, aten._embedding_bag_forward_only, category="embedding",
+                  bytes_rule=gathered_rows)
+def embedding_bag_flop(weight: Any, indices: Any, mode: int = _BAG_SUM,
+                       per_sample_weights: Any = None, out_shape: Any = None,
+                       **_: Any) -> int:
+    # each index gathers one row of weight.shape[-1] values into its bag: sum adds each
+    # (and first multiplies it by its per-sample weight), max compares each with the bag's
+    # running maximum, mean adds each and divides every output element by the bag size
+    gathered = numel(indices) * weight[-1]
+    if mode == _BAG_MAX:
+        return gathered
+    flops = gathered * (2 if per_sample_weights is not None else 1)
+    return flops + (numel(out_shape) if mode == _BAG_MEAN else 0)
+
+
+@register_formula(aten._embedding_bag_backward, aten._embedding_bag_dense_backward,
+                  category="embedding")
+def embedding_bag_backward_flop(grad: Any, indices: Any, mode: int,
+                                per_sample_weights: Any = None,
+                                scale_grad_by_freq: bool = False, **_: Any) -> int:
+    # max: each bag's gradient element is added to the row that held the maximum;
+    # sum/mean: each index adds its bag's gradient row into its weight row (1 per element),
+    # scaled first by 1/bag_size (mean) or its per-sample weight (1 more), and by
+    # 1/frequency of the index with scale_grad_by_freq (1 more)
+    if mode == _BAG_MAX:
+        return numel(grad)
+    scaled = mode == _BAG_MEAN or per_sample_weights is not None
+    return numel(indices) * grad[-1] * (1 + scaled + bool(scale_grad_by_freq))
+
+
+@register_formula(aten._embedding_bag_per_sample_weights_backward, category="embedding",
+                  bytes_rule=gathered_rows)
+def embedding_bag_per_sample_weights_backward_flop(grad: Any, indices: Any,
+                                                   **_: Any) -> int:
+    # d(loss)/d(w_i) = <grad of i's bag, weight row of i>: a dot product of
+    # grad.shape[-1] multiply-adds per index
+    return 2 * numel(indices) * grad[-1]
 
 
 @register_formula(aten.embedding_dense_backward, category="embedding")
@@ -550,5 +623,18 @@ register_no_flops(
     aten.replication_pad2d, aten.masked_scatter, aten.diag_embed, aten.split_copy,
     aten.unbind_copy, aten.repeat_interleave, aten.im2col, aten.col2im)
 register_no_flops("memory", aten.copy_, aten.copy, bytes_rule=copy_from_src)
+# a new tensor built from self and src, both read whole (as slice_scatter, select_scatter)
+register_no_flops("memory", aten.diagonal_scatter, aten.as_strided_scatter)
+# copies of a view read the view, not self: a one-column narrow_copy of a cache reads a column
+register_no_flops("memory", aten.narrow_copy, bytes_rule=view_copy_bytes(
+    lambda b: b["self"].narrow(b["dim"], b["start"], b["length"])))
+register_no_flops("memory", aten.slice_copy, bytes_rule=view_copy_bytes(
+    lambda b: aten.slice.Tensor(b["self"], b["dim"], b["start"], b["end"], b["step"])))
+register_no_flops("memory", aten.select_copy, bytes_rule=view_copy_bytes(
+    lambda b: b["self"].select(b["dim"], b["index"])))
+register_no_flops("memory", aten.diagonal_copy, bytes_rule=view_copy_bytes(
+    lambda b: b["self"].diagonal(b["offset"], b["dim1"], b["dim2"])))
+register_no_flops("memory", aten.as_strided_copy, bytes_rule=view_copy_bytes(
+    lambda b: b["self"].as_strided(b["size"], b["stride"], b["storage_offset"])))
 register_no_flops("memory", aten.index_select, aten.gather, aten.index, aten.take,
                   bytes_rule=gather)

@@ -15,7 +15,11 @@ Complex dtypes: a formula counts real arithmetic; an op that computes in a
 complex dtype costs ``complex_flops`` real FLOPs per counted FLOP, a factor
 registered per op family (a complex add is 2 real FLOPs, a multiply 6, a
 multiply-add 8, so a matmul counted at 2 FLOPs per multiply-add has factor 4).
-A complex call of an op registered without a factor is recorded uncounted.
+Where an op's two operands may differ in dtype (``z * x``, ``z + 1.0``), the factor
+is a :class:`ComplexOperands`, chosen by which operands are complex: a real factor
+scales both parts of a complex one (2 real FLOPs, not 6), a real addend changes
+only the real part (1, not 2). A complex call of an op registered without a
+factor is recorded uncounted.
 
 The byte model
 --------------
@@ -29,13 +33,16 @@ Bytes are the compulsory traffic of one eager kernel:
 * views, reshapes, expands, ``detach`` and other metadata-only ops move 0 bytes,
   as do ``empty``-style allocations (category ``view`` / ``allocation``);
 * gathers (``embedding``, ``index_select``, ``gather``, ``index``, ``take``) read
-  the index and the gathered elements, not the whole table;
+  the index and the gathered elements, not the whole table; ``embedding_bag`` (and
+  its per-sample-weights gradient) reads the index, offsets and weights and the rows
+  it gathers; copies of a view (``narrow_copy``, ``slice_copy``, ``select_copy``,
+  ``diagonal_copy``, ``as_strided_copy``) read the view, not the tensor;
 * in-place partial writes (``index_copy_``, ``index_put_``, ``scatter_``,
-  ``scatter_add_``, ``scatter_reduce_``, ``index_add_``) read the index and the
-  source elements they use, read the destination elements they touch only when
-  they accumulate into them, and write only those: a one-token write into a KV
-  cache moves one token's worth, not the cache. Their out-of-place forms build a
-  new tensor, so they read ``self`` and write the output whole;
+  ``scatter_add_``, ``scatter_reduce_``, ``index_add_``, ``index_fill_``, ``put_``)
+  read the index and the source elements they use, read the destination elements
+  they touch only when they accumulate into them, and write only those: a one-token
+  write into a KV cache moves one token's worth, not the cache. Their out-of-place
+  forms build a new tensor, so they read ``self`` and write the output whole;
 * fills write without reading; ``copy_`` reads its source only; fused optimizers
   do not write the gradients.
 
@@ -64,6 +71,52 @@ Formula = Callable[..., int]
 BytesRule = Callable[[dict[str, Any], list[torch.Tensor], list[torch.Tensor]], tuple[int, int]]
 
 
+def _is_complex(x: Any) -> bool:
+    """Whether an operand (a tensor, a Python number, None) holds complex values."""
+    if isinstance(x, torch.Tensor):
+        return x.dtype.is_complex
+    return isinstance(x, complex)
+
+
+@dataclass(frozen=True)
+class ComplexOperands:
+    """Real FLOPs per counted FLOP of a two-operand op, by which operands are complex.
+
+    The formula counts the op on real numbers; the factor turns that into real arithmetic
+    on the operands as they are. ``operands`` names the two operand arguments in the
+    op's schema (a Python scalar operand counts by its own type: ``z * 2.0`` is complex
+    times real). Both real (a real computation written to a complex ``out=``): 1.
+
+    Attributes
+    ----------
+    both : both operands complex.
+    first_real : the first operand real, the second complex.
+    second_real : the second operand real, the first complex.
+    operands : the schema names of the two operands.
+    """
+
+    both: int
+    first_real: int
+    second_real: int
+    operands: tuple[str, str] = ("self", "other")
+
+    def __post_init__(self) -> None:
+        if min(self.both, self.first_real, self.second_real) < 1:
+            raise ValueError(f"complex FLOP factors must be positive integers, got {self}")
+
+    def factor(self, bound: dict[str, Any]) -> int:
+        """The factor for one call, from its arguments bound by schema name."""
+        first, second = (_is_complex(bound.get(name)) for name in self.operands)
+        if first and second:
+            return self.both
+        if second:
+            return self.first_real
+        return self.second_real if first else 1
+
+
+ComplexFlops = int | ComplexOperands
+
+
 @dataclass(frozen=True)
 class OpInfo:
     """What the registry knows about one op family.
@@ -75,7 +128,8 @@ class OpInfo:
     bytes_rule : None for the default rule (read inputs, write outputs).
     kernels : device kernels one call launches.
     backward : True for gradient kernels.
-    complex_flops : real FLOPs per counted FLOP when the op computes in a complex dtype;
+    complex_flops : real FLOPs per counted FLOP when the op computes in a complex dtype
+        (a :class:`ComplexOperands` when it depends on which operands are complex);
         None: no complex rule (complex calls are recorded uncounted).
     positional : the formula takes the call's own ``args``/``kwargs`` (torch's formulas),
         not the schema-named arguments.
@@ -86,7 +140,7 @@ class OpInfo:
     bytes_rule: BytesRule | None = None
     kernels: int = 1
     backward: bool = False
-    complex_flops: int | None = None
+    complex_flops: ComplexFlops | None = None
     positional: bool = False
 
     def count_flops(self, args: tuple[Any, ...], kwargs: dict[str, Any],
@@ -101,6 +155,10 @@ class OpInfo:
             return 0
         flops = (self.flops(*args, **kwargs, out_val=out) if self.positional
                  else self.flops(**bound, out_val=out))
+        if isinstance(self.complex_flops, ComplexOperands):
+            # the operands' dtypes decide, not the output's: a complex output does not
+            # make a complex x real product a complex x complex one
+            return int(flops * self.complex_flops.factor(bound))
         if any(t.dtype.is_complex for t in tensors):
             if self.complex_flops is None:
                 return None
@@ -119,6 +177,14 @@ _TORCH_CATEGORIES = {
 # complex multiply-add is 8 real FLOPs (a complex multiply, 4 products + 2 adds, plus a
 # complex add, 2).
 _TORCH_COMPLEX_FLOPS = 4
+# A complex x real multiply-add, z*x + acc = (a x + Re acc) + (b x + Im acc) i, is 2
+# products + 2 adds = 4 real FLOPs: factor 2 (a complex (m, k) @ real (k, n) is 4mkn).
+# ATen's matmul kernels refuse mixed dtypes today, so this applies if one accepts them;
+# the operands are named per op (addmm's and baddbmm's first argument is the addend).
+_TORCH_MATMUL_OPERANDS = {
+    "mm": ("self", "mat2"), "bmm": ("self", "mat2"), "_scaled_mm": ("self", "mat2"),
+    "addmm": ("mat1", "mat2"), "baddbmm": ("batch1", "batch2"),
+}
 
 
 def nbytes(t: torch.Tensor) -> int:
@@ -171,7 +237,7 @@ def _backward(packet: Any, backward: bool | None) -> bool:
 
 
 def register_formula(*ops: Any, category: Category | str, bytes_rule: BytesRule | None = None,
-                     backward: bool | None = None, complex_flops: int | None = None,
+                     backward: bool | None = None, complex_flops: ComplexFlops | None = None,
                      get_raw: bool = False) -> Callable[[Formula], Formula]:
     """Register a FLOP formula for one or more ops (packets or overloads).
 
@@ -187,11 +253,12 @@ def register_formula(*ops: Any, category: Category | str, bytes_rule: BytesRule 
         every output written) is wrong for the op.
     backward : whether the ops are gradient kernels; default: ``_backward`` in the op's name.
     complex_flops : real FLOPs per counted FLOP for calls in a complex dtype (a complex
-        add is 2, a multiply 6); None: complex calls are recorded uncounted.
+        add is 2, a multiply 6), or a :class:`ComplexOperands` for an op whose operands
+        may mix complex and real; None: complex calls are recorded uncounted.
     get_raw : pass tensors rather than shapes.
     """
     cat = Category.of(category)
-    if complex_flops is not None and complex_flops < 1:
+    if isinstance(complex_flops, int) and complex_flops < 1:
         raise ValueError(f"complex_flops must be a positive integer, got {complex_flops!r}")
 
     def deco(f: Formula) -> Formula:
@@ -226,8 +293,12 @@ def lookup(func: Any) -> OpInfo | None:
     name = packet.__name__
     category = _TORCH_CATEGORIES.get(
         name, Category.ATTENTION if "attention" in name else Category.CONV)
+    operands = _TORCH_MATMUL_OPERANDS.get(name)
+    complex_flops: ComplexFlops = (
+        _TORCH_COMPLEX_FLOPS if operands is None
+        else ComplexOperands(_TORCH_COMPLEX_FLOPS, 2, 2, operands))
     info = OpInfo(category, formula, backward=is_backward_kernel(name),
-                  complex_flops=_TORCH_COMPLEX_FLOPS, positional=True)
+                  complex_flops=complex_flops, positional=True)
     _REGISTRY[packet] = info
     return info
 
@@ -365,6 +436,59 @@ def index_put_bytes(bound: dict[str, Any], reads: list[torch.Tensor],
     index_bytes = sum(nbytes(t) for t in indices if t is not None)
     return _partial_write(bound, writes, indexed_numel(bound["self"], indices), index_bytes,
                           nbytes(bound["values"]), accumulate=bool(bound.get("accumulate")))
+
+
+def index_fill_bytes(bound: dict[str, Any], reads: list[torch.Tensor],
+                     writes: list[torch.Tensor]) -> tuple[int, int]:
+    """``index_fill``: ``self.select(dim, i).fill_(value)`` for each ``i`` in ``index``.
+
+    One slice along ``dim`` per index entry (a repeated entry is written again); the
+    value is a scalar or a 0-d tensor, read once.
+    """
+    dst, value = bound["self"], bound.get("value")
+    dim = bound["dim"] % dst.dim() if dst.dim() else 0
+    slice_numel = math.prod(size for i, size in enumerate(dst.shape) if i != dim)
+    value_bytes = nbytes(value) if isinstance(value, torch.Tensor) else 0
+    return _partial_write(bound, writes, bound["index"].numel() * slice_numel,
+                          nbytes(bound["index"]), value_bytes, accumulate=False)
+
+
+def put_bytes(bound: dict[str, Any], reads: list[torch.Tensor],
+              writes: list[torch.Tensor]) -> tuple[int, int]:
+    """``put``: ``self.flatten()[index] (+)= source``, one element per index element."""
+    index = bound["index"]
+    touched = index.numel()
+    return _partial_write(bound, writes, touched, nbytes(index),
+                          touched * bound["source"].element_size(),
+                          accumulate=bool(bound.get("accumulate")))
+
+
+def view_copy_bytes(view: Callable[[dict[str, Any]], torch.Tensor]) -> BytesRule:
+    """Byte rule of a ``*_copy`` op that materialises a view of ``self``.
+
+    ``view(bound)`` builds that view (``narrow_copy`` -> ``self.narrow(...)``); the copy
+    reads the view's unique elements, not the whole of ``self``, and writes the output.
+    """
+
+    def rule(bound: dict[str, Any], reads: list[torch.Tensor],
+             writes: list[torch.Tensor]) -> tuple[int, int]:
+        return nbytes(view(bound)), sum(nbytes(t) for t in writes)
+
+    return rule
+
+
+def gathered_rows(bound: dict[str, Any], reads: list[torch.Tensor],
+                  writes: list[torch.Tensor]) -> tuple[int, int]:
+    """``embedding_bag`` and its per-sample-weights gradient: one ``weight`` row per index.
+
+    Every other input (indices, offsets, per-sample weights, the bag gradient...) is read
+    whole; of ``weight``, only the row of each index entry (a repeated or padding index is
+    counted as read: an upper bound, no cache).
+    """
+    weight = bound["weight"]
+    row_bytes = weight.shape[-1] * weight.element_size() if weight.dim() else 0
+    others = sum(nbytes(t) for t in reads if t is not weight)
+    return others + bound["indices"].numel() * row_bytes, sum(nbytes(t) for t in writes)
 
 
 def copy_from_src(bound: dict[str, Any], reads: list[torch.Tensor],

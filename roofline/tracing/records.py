@@ -161,8 +161,8 @@ class Totals:
 
     def __repr__(self) -> str:
         return (
-            f"Totals(count={self.count}, flops={si(self.flops, sep='')}, "
-            f"bytes={si(self.bytes, sep='')}B)"
+            f"Totals(count={self.count}, flops={si(self.flops, 'FLOP')}, "
+            f"bytes={si(self.bytes, 'B')})"
         )
 
 
@@ -173,9 +173,15 @@ class Breakdown(dict[str, Totals]):
         if not self:
             return "Breakdown({})"
         width = max(len(k) for k in self)
-        rows = [f"  {k:<{width}}  {v.count:>6} ops  {si(v.flops, sep=''):>9}FLOP  "
-                f"{si(v.bytes, sep=''):>9}B" for k, v in self.items()]
+        rows = [f"  {k:<{width}}  {v.count:>6} ops  {si(v.flops, 'FLOP'):>10}  "
+                f"{si(v.bytes, 'B'):>8}" for k, v in self.items()]
         return "Breakdown(\n" + "\n".join(rows) + "\n)"
+
+    def _repr_html_(self) -> str:  # Jupyter: the repr's rows as a table
+        from roofline._table import html_table
+
+        return html_table(["group", "ops", "FLOPs", "bytes"], [
+            [k, v.count, si(v.flops, "FLOP"), si(v.bytes, "B")] for k, v in self.items()])
 
 
 def _group(ops: Sequence[OpRecord], key: Callable[[OpRecord], str]) -> Breakdown:
@@ -299,8 +305,19 @@ class Trace:
         parts = ", ".join(f"{p}={phases[p]}" for p in PHASES if phases[p])
         missing = sum(t.count for t in self.uncounted.values())
         gap = f", uncounted={missing}" if missing else ""
-        return (f"Trace({len(self.ops)} ops [{parts}], flops={si(self.total_flops, sep='')}, "
-                f"bytes={si(self.total_bytes, sep='')}B{gap})")
+        return (f"Trace({len(self.ops)} ops [{parts}], flops={si(self.total_flops, 'FLOP')}, "
+                f"bytes={si(self.total_bytes, 'B')}{gap})")
+
+    def _repr_html_(self) -> str:  # Jupyter: the repr's fields as a table
+        from roofline._table import html_table
+
+        phases = Counter(op.phase for op in self.ops)
+        rows: list[list[Any]] = [["ops", len(self.ops)],
+                                 *([p, phases[p]] for p in PHASES if phases[p]),
+                ["FLOPs", si(self.total_flops, "FLOP")], ["bytes", si(self.total_bytes, "B")]]
+        if missing := sum(t.count for t in self.uncounted.values()):
+            rows.append(["uncounted", missing])
+        return html_table(["Trace", ""], rows)
 
 
 # --- checked loading ---------------------------------------------------------------

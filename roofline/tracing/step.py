@@ -106,8 +106,11 @@ def trace(model_or_fn: Any, *args: Any, train: bool = False,
     loss_fn : maps the output to a scalar loss (``train=True`` only).
     optimizer : stepped after backward when ``train=True``.
     fake : run on fake tensors (``FakeTensorMode``): nothing is allocated and the
-        model, its gradients, buffers, tensor attributes and the optimizer are left
-        untouched, whatever the callable (see :mod:`roofline.tracing.fake`). Models on
+        model, its gradients, buffers, attributes (tensors, and the contents of lists,
+        dicts and sets) and the optimizer are left as they were, as are the plain
+        objects the callable holds, whatever the callable (see
+        :mod:`roofline.tracing.fake`). A write into a real tensor the trace cannot
+        swap for a fake (a global) is refused with :class:`FakeModeError`. Models on
         the ``meta`` device need it. Inside the user's own ``FakeTensorMode`` that mode
         is used. Code that needs values (``.item()``, ``.numpy()``, data-dependent
         shapes) raises :class:`FakeModeError`: trace it with ``fake=False``.
@@ -123,6 +126,12 @@ def trace(model_or_fn: Any, *args: Any, train: bool = False,
     -------
     Trace
         One record per ATen op, with FLOPs, bytes, phase and module.
+
+    Notes
+    -----
+    Inside an outer :func:`capture`, the outer trace records the step's ops once, the
+    same ops with the same phases as the returned trace, and none of roofline's own
+    work around the step (making fakes, the optimizer's fake warm-up step).
     """
     return traced_step(model_or_fn, args, kwargs, train=train, loss_fn=loss_fn,
                        optimizer=optimizer, fake=fake, attention=attention)

@@ -306,6 +306,10 @@ class Capture:
 def capture(meta: dict[str, Any] | None = None) -> Capture:
     """Capture every op run inside a ``with`` block (one block per capture).
 
+    Captures nest: an inner capture, or a :func:`roofline.trace` inside the block,
+    records its ops and the outer capture records them too, once each (a trace's
+    own bookkeeping, such as making fake tensors, is seen by neither).
+
     Examples
     --------
     >>> with roofline.capture() as t:

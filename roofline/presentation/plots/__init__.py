@@ -1,0 +1,46 @@
+"""Charts (matplotlib, imported only when a chart is drawn); ``roofline.plot`` is this module.
+
+Every function draws into a given ``ax`` (or a new figure), returns the Axes, never calls
+``plt.show()``, works headless, and leaves matplotlib's rcParams as it found them.
+
+* :func:`roofline_chart` / :func:`roofline_data`: each op at (FLOP/byte, attained FLOP/s)
+  under the device's roofs; for a Comparison, both devices and each op's move.
+* :func:`speedup_curve`: "will 2x the FLOP/s give 2x?", with the Amdahl ceilings.
+* :func:`time_breakdown`, :func:`compare_devices`: where the step time goes.
+* :func:`validation_scatter`: predicted against measured op times.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from roofline.analysis import Validation
+from roofline.presentation.plots.bars import compare_devices, time_breakdown
+from roofline.presentation.plots.chart import roofline_chart, roofline_data
+from roofline.presentation.plots.speedup import speedup_curve
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+__all__ = ["compare_devices", "roofline_chart", "roofline_data", "speedup_curve",
+           "time_breakdown", "validation_scatter"]
+
+
+def validation_scatter(v: Validation, ax: Axes | None = None) -> Axes:
+    """Log-log scatter of predicted against measured op times; returns the Axes.
+
+    Draws into ``ax`` when given; never calls ``plt.show()``.
+    """
+    import matplotlib.pyplot as plt
+
+    pred, meas = v.per_op()
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5, 5))
+    ax.loglog(meas, pred, ".", alpha=0.5)
+    lo = max(min(meas.min(initial=1e-7), pred.min(initial=1e-7)), 1e-9)
+    hi = max(meas.max(initial=1e-3), pred.max(initial=1e-3))
+    ax.plot([lo, hi], [lo, hi], "k--", lw=1, label="predicted = measured")
+    ax.set_xlabel("measured seconds per op")
+    ax.set_ylabel("predicted seconds per op")
+    ax.set_title(f"{v.analysis.device.name}: step error {v.error:+.0%}")
+    return ax

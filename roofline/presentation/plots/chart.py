@@ -1,0 +1,598 @@
+"""The roofline chart: every op of a step at (FLOP/byte, attained FLOP/s) under the roofs.
+
+Coordinates (the classic roofline, Williams, Waterman and Patterson, CACM 2009)::
+
+    x = intensity = flops / bytes                       FLOP/byte
+    y = attained  = flops / predicted seconds            FLOP/s
+
+A compute-bound op sits on its engine's roof (``peak``; lower when a small GEMM cannot
+fill the chip), a memory-bound one on the bandwidth slope ``y = bandwidth * x``, and an
+overhead-bound one *below* both: its time is ``kernels x launch_overhead_seconds``, so it
+attains ``flops / (kernels x L)`` whatever the roofs are. The overhead floor drawn is that
+level for the median overhead-bound op (FLOPs per kernel / L); every grey point is on its
+own floor, F / L, and gains nothing from more FLOP/s or bandwidth.
+
+Ops with no FLOPs (copies, views, allocations) have no place on a FLOP/s axis (x and y are
+both 0); the chart says how much of the step they hold instead of dropping it silently.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from roofline._si import si
+from roofline.analysis import Analysis, Comparison
+from roofline.analysis.timing import FREE, ROOFS
+from roofline.hardware import DeviceSpec, get_device
+from roofline.hardware.engines import Engine
+from roofline.presentation.plots._style import (
+    BOUND_COLORS,
+    analyses,
+    axes,
+    model_name,
+    ms,
+    require_ops,
+    style,
+)
+from roofline.tracing.records import MATRIX_CATEGORIES, OpRecord
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+GROUPS = ("op", "module", "category")
+#: Marker area (points^2) of the op holding the most time; the others scale with time.
+MAX_AREA = 420.0
+MIN_AREA = 6.0
+#: The view spans at most this many decades left of the lowest ridge point and below the
+#: highest roof.
+X_SPAN = 4
+Y_SPAN = 6
+#: Labels avoid covering the markers of this many points with the most time.
+MARKERS_AVOIDED = 40
+#: Colour of a Comparison's destination roofs.
+DST_COLOR = "#7B3294"
+
+
+# --------------------------------------------------------------------------- data
+
+def _key(op: OpRecord, group_by: str) -> tuple[str, str]:
+    """(group key, display label) of an op."""
+    if group_by == "category":
+        return str(op.category), str(op.category)
+    if group_by == "module":
+        # repeated layers (h.0, h.1, ...) are one group: GPT.h.*.attn
+        module = re.sub(r"(?<=\.)\d+(?=\.|$)", "*", op.module) or "(outside modules)"
+        return module, module
+    name = op.name.removeprefix("aten.").removesuffix(".default")
+    tensors = [s for s in op.input_shapes if s]
+    shapes = (" ".join("x".join(map(str, s)) for s in tensors) if len(tensors) <= 3
+              else f"({len(tensors)} tensors)")  # a _foreach_ op over every parameter
+    return f"{op.name}|{op.input_shapes}|{op.dtype}", f"{name} {shapes}".strip()
+
+
+def _grouped(a: Analysis, group_by: str) -> dict[str, dict[str, Any]]:
+    """Per group: label, count, flops, bytes, seconds, seconds per bound, flops per engine."""
+    out: dict[str, dict[str, Any]] = {}
+    seconds, bounds = a.op_seconds, a.bound
+    for op, s, b, e in zip(a.trace.ops, seconds, bounds, a.engine, strict=True):
+        key, label = _key(op, group_by)
+        g = out.get(key)
+        if g is None:
+            g = out[key] = {"label": label, "count": 0, "flops": 0, "bytes": 0,
+                            "seconds": 0.0, "bounds": dict.fromkeys(ROOFS, 0.0),
+                            "engines": {}, "rated": True}
+        g["count"] += 1
+        g["flops"] += op.flops
+        g["bytes"] += op.bytes
+        g["seconds"] += float(s)
+        if b in g["bounds"]:  # an op that takes no time has no roof ("none")
+            g["bounds"][b] += float(s)
+        if e is not None:
+            g["engines"][str(e)] = g["engines"].get(str(e), 0) + op.flops
+        elif op.flops > 0:  # FLOPs on no engine: costed by bytes and overhead only
+            g["rated"] = False
+    return out
+
+
+def _dominant(group: dict[str, Any]) -> str:
+    """The bound holding most of a group's time."""
+    return max(ROOFS, key=lambda b: float(group["bounds"][b]))
+
+
+def _attained(flops: float, seconds: float) -> float:
+    return flops / seconds if seconds > 0 else 0.0
+
+
+def roofline_data(analysis_or_comparison: Analysis | Comparison,
+                  group_by: str = "op") -> Any:
+    """The points of :func:`roofline_chart` as a pandas DataFrame, largest time first.
+
+    Parameters
+    ----------
+    analysis_or_comparison : Analysis or Comparison
+    group_by : {"op", "module", "category"}
+        ``"op"`` merges calls of the same ATen op on the same shapes and dtype; ``"module"``
+        merges by module path with layer indices folded (``GPT.h.*.attn``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per group: ``group``, ``label``, ``count`` (op calls), ``flops``, ``bytes``,
+        ``intensity`` (FLOP/byte; NaN without bytes), ``engine`` (carrying most FLOPs) and
+        ``rated`` (False if some FLOPs had no roof). For an Analysis: ``seconds``,
+        ``share`` (of the step), ``attained_flops_per_s`` and ``bound`` (holding most of the
+        group's time). For a Comparison the last four come as ``src_*`` and ``dst_*``.
+    """
+    import pandas as pd
+
+    src, dst = analyses(analysis_or_comparison, "roofline_data")
+    if group_by not in GROUPS:
+        raise ValueError(f"group_by must be one of {', '.join(GROUPS)}, got {group_by!r}")
+    sides = [("", src)] if dst is None else [("src_", src), ("dst_", dst)]
+    groups = {prefix: _grouped(a, group_by) for prefix, a in sides}
+    rows = []
+    for key, g in groups[sides[0][0]].items():
+        row: dict[str, Any] = {
+            "group": key, "label": g["label"], "count": g["count"], "flops": g["flops"],
+            "bytes": g["bytes"],
+            "intensity": g["flops"] / g["bytes"] if g["bytes"] else math.nan,
+            "engine": max(g["engines"], key=g["engines"].get) if g["engines"] else "",
+            "rated": g["rated"]}
+        for prefix, a in sides:
+            h = groups[prefix][key]
+            row[f"{prefix}seconds"] = h["seconds"]
+            row[f"{prefix}share"] = h["seconds"] / a.seconds if a.seconds else 0.0
+            row[f"{prefix}attained_flops_per_s"] = _attained(h["flops"], h["seconds"])
+            row[f"{prefix}bound"] = _dominant(h) if h["seconds"] > 0 else FREE
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return df
+    first = sides[0][0]
+    return df.sort_values(f"{first}seconds", ascending=False, kind="stable").reset_index(
+        drop=True)
+
+
+# --------------------------------------------------------------------------- roofs
+
+@dataclass(frozen=True)
+class Roof:
+    """One horizontal compute roof (FLOP/s) and the bandwidth slope it meets."""
+
+    label: str
+    flops_per_s: float
+    bandwidth_bytes_per_s: float
+    linestyle: str
+    color: str
+
+    @property
+    def ridge_point(self) -> float:
+        """FLOP/byte where the slope meets the roof."""
+        return self.flops_per_s / self.bandwidth_bytes_per_s
+
+
+_ENGINE_COLORS = {"matrix": "#222222", "vector": "#555555"}
+
+
+def _engines(a: Analysis) -> list[Engine]:
+    """The engines the analysis ran FLOPs on, fastest first."""
+    used = {e for e in a.engine if e is not None}
+    return sorted(used, key=lambda e: -(a.device.peak_flops_per_s(None, e) or 0.0))
+
+
+def roofs(spec: DeviceSpec, engines: list[Engine], linestyle: str = "-",
+          tag: str = "", color: str | None = None) -> list[Roof]:
+    """The roofs of ``spec`` for ``engines`` (engines it has no peak for are skipped)."""
+    out = []
+    for e in engines:
+        peak = spec.peak_flops_per_s(None, e)
+        if peak:
+            out.append(Roof(f"{tag}{e}: {si(peak, 'FLOP/s')}", peak, spec.bandwidth_bytes_per_s,
+                            linestyle, color or _ENGINE_COLORS[e.kind]))
+    return out
+
+
+def _datasheet(spec: DeviceSpec) -> DeviceSpec | None:
+    """The registry's datasheet spec of a calibrated device, when its name resolves."""
+    if not spec.measured:
+        return None
+    try:
+        return get_device(spec.name)
+    except (LookupError, ValueError):  # UnknownDeviceError, AmbiguousDeviceError
+        return None
+
+
+def _draw_roofs(ax: Axes, rs: list[Roof], x_lo: float, x_hi: float, device: str,
+                placed: list[Any], avoid: list[Any], who: str = "") -> None:
+    """The bandwidth slope up to the highest ridge, each roof from its ridge on, the
+    ridge points, and a label per line placed clear of earlier ones (kept in ``placed``)."""
+    if not rs:
+        return
+    bw, color, style_ = rs[0].bandwidth_bytes_per_s, rs[0].color, rs[0].linestyle
+    top = max(r.ridge_point for r in rs)
+    ax.plot([x_lo, top], [bw * x_lo, bw * top], color=color, lw=1.6, ls=style_,
+            gid=f"bandwidth:{who}")
+    for r in sorted(rs, key=lambda r: -r.flops_per_s):
+        ax.plot([r.ridge_point, x_hi], [r.flops_per_s] * 2, color=r.color, lw=1.6,
+                ls=r.linestyle, gid=f"roof:{who}:{r.label}")
+        ax.plot([r.ridge_point], [r.flops_per_s], "o", ms=4, color=r.color,
+                gid=f"ridge:{who}:{r.label}")
+        spots = [(x, r.flops_per_s, 0, dy, ha) for x, ha in
+                 ((x_hi / 1.15, "right"), (r.ridge_point * 1.2, "left"),
+                  (math.sqrt(r.ridge_point * x_hi), "center")) for dy in (2, 8, -3)]
+        _place(ax, f"{device}{r.label}", spots, placed, avoid, fontsize=7.5, color=r.color)
+        # the ridge's value up and left of its dot: above the roofline, where no op can be
+        spots = [(r.ridge_point, r.flops_per_s, dx, dy, "right") for dx, dy in
+                 ((-4, 3), (-4, 11), (-14, 3), (-4, 19), (-24, 3), (-14, 19), (-4, 27))]
+        _place(ax, f"ridge {r.ridge_point:.3g} FLOP/B", spots, placed, avoid, fontsize=7,
+               color=r.color)
+    # the slope's label runs along it, at its on-screen angle
+    spots = []
+    for frac in (0.55, 0.4, 0.7, 0.25, 0.85):
+        x = x_lo * (top / x_lo) ** frac
+        spots.append((x, bw * x, 0, 3, "center"))
+    (x0, y0), (x1, y1) = ax.transData.transform([(x_lo, bw * x_lo), (top, bw * top)])
+    angle = math.degrees(math.atan2(y1 - y0, x1 - x0))
+    _place(ax, f"{device}memory {si(bw, 'B/s')}", spots, placed, avoid, fontsize=7.5,
+           color=color,
+           rotation=angle, rotation_mode="anchor")
+
+
+def _place(ax: Axes, text: str, spots: Sequence[tuple[float, float, float, float, str]],
+           placed: list[Any], avoid: list[Any], **kw: Any) -> Any:
+    """``text`` at the first (x, y, dx, dy points, ha) spot inside the axes and clear of
+    ``placed`` text and ``avoid`` markers; else the first clear of text only; else the
+    first spot (a roof keeps its label)."""
+    renderer = _renderer(ax)
+    texts = [_text_box(t, renderer) for t in placed]
+    frame = ax.get_window_extent(renderer)
+
+    def draw(spot: tuple[float, float, float, float, str]) -> Any:
+        x, y, dx, dy, ha = spot
+        return ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points", ha=ha,
+                           va="bottom" if dy > 0 else "top", zorder=5, **kw)
+
+    fallback = spots[0]
+    for i, spot in enumerate(spots):
+        artist = draw(spot)
+        box = _text_box(artist, renderer)
+        artist.remove()
+        inside = (box.x0 >= frame.x0 and box.x1 <= frame.x1 and box.y0 >= frame.y0
+                  and box.y1 <= frame.y1)
+        if not inside or any(box.overlaps(b) for b in texts):
+            continue
+        if not any(box.overlaps(b) for b in avoid):
+            fallback = spot
+            break
+        if fallback is spots[0] and i:  # clear of text, over a marker: second best
+            fallback = spot
+    artist = draw(fallback)
+    placed.append(artist)
+    return artist
+
+
+# --------------------------------------------------------------------------- labels
+
+def _renderer(ax: Axes) -> Any:
+    fig = ax.figure
+    get = getattr(fig.canvas, "get_renderer", None)
+    return get() if get is not None else fig._get_renderer()  # type: ignore[union-attr]
+
+
+# offsets (points) tried in turn: beside the marker, then further out on a leader line
+_OFFSETS = [(d * sx, d * sy * 0.8 + (2 if sy > 0 else -2)) for d in (9, 18, 30, 45, 62, 82, 105)
+            for sx, sy in ((1, 1), (1, -1), (-1, 1), (-1, -1), (1, 0), (-1, 0))]
+
+
+def _marker_boxes(ax: Axes, xs: np.ndarray, ys: np.ndarray, areas: np.ndarray) -> list[Any]:
+    """Pixel boxes of scatter markers at (xs, ys) with ``areas`` (points^2)."""
+    from matplotlib.transforms import Bbox
+
+    if not len(xs):
+        return []
+    centres = ax.transData.transform(np.column_stack([xs, ys]))
+    scale = ax.figure.dpi / 72.0
+    return [Bbox.from_extents(cx - r, cy - r, cx + r, cy + r)
+            for (cx, cy), r in zip(centres, 0.5 * np.sqrt(areas) * scale, strict=True)]
+
+
+def place_labels(ax: Axes, xs: np.ndarray, ys: np.ndarray, labels: list[str],
+                 placed: list[Any], markers: list[Any] | None = None) -> list[Any]:
+    """Greedy label placement: each label at the first offset whose box overlaps no
+    earlier label, roof label, marker box (``markers``; a label may cover its own point's)
+    or the axes' edge; a label with no free spot is left out."""
+    renderer = _renderer(ax)
+    boxes = [_text_box(t, renderer).expanded(1.02, 1.1) for t in placed]
+    markers = markers or []
+    frame = ax.get_window_extent(renderer)
+    out = []
+    for x, y, label in zip(xs, ys, labels, strict=True):
+        (cx, cy), = ax.transData.transform([(x, y)])
+        for dx, dy in _OFFSETS:
+            far = math.hypot(dx, dy) > 12
+            text = ax.annotate(label, (x, y), xytext=(dx, dy), textcoords="offset points",
+                               ha="left" if dx > 0 else "right", va="center", fontsize=7,
+                               color="#111111", zorder=6,
+                               arrowprops={"arrowstyle": "-", "lw": 0.5, "color": "#666666",
+                                           "shrinkA": 0, "shrinkB": 3} if far else None,
+                               bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none",
+                                     "alpha": 0.8})
+            box = _text_box(text, renderer)
+            inside = (box.x0 >= frame.x0 and box.x1 <= frame.x1 and box.y0 >= frame.y0
+                      and box.y1 <= frame.y1)
+            hits = any(box.overlaps(b) for b in boxes) or any(
+                box.overlaps(m) and not m.contains(cx, cy) for m in markers)
+            if inside and not hits:
+                boxes.append(box)
+                out.append(text)
+                break
+            text.remove()
+    return out
+
+
+def _text_box(artist: Any, renderer: Any) -> Any:
+    """The box of an annotation's text alone (its own extent includes the leader line)."""
+    from matplotlib.text import Text
+
+    artist.update_positions(renderer)  # where the text goes: set when drawn, else now
+    return Text.get_window_extent(artist, renderer)
+
+
+def _settle(ax: Axes) -> None:
+    """Run the figure's layout engine now, so that pixel positions are final."""
+    fig = ax.get_figure(root=True)
+    engine = fig.get_layout_engine() if fig is not None else None
+    if fig is not None and engine is not None:
+        engine.execute(fig)
+
+
+def _short(label: str, n: int = 38) -> str:
+    return label if len(label) <= n else label[: n - 3] + "..."
+
+
+# --------------------------------------------------------------------------- chart
+
+def _area(seconds: np.ndarray, biggest: float) -> np.ndarray:
+    """Marker area proportional to time (the op with the most time is MAX_AREA)."""
+    return np.maximum(MIN_AREA, MAX_AREA * seconds / biggest) if biggest > 0 else \
+        np.full(len(seconds), MIN_AREA)
+
+
+def _notes(a: Analysis, df: Any, on: np.ndarray, prefix: str) -> list[str]:
+    """What the chart cannot show, said in its title."""
+    notes = []
+    off = ~on
+    if off.any():
+        share = float(df.loc[off, f"{prefix}seconds"].sum() / a.seconds) if a.seconds else 0.0
+        notes.append(f"not on the chart: {int(df.loc[off, 'count'].sum())} op calls with no "
+                     f"FLOPs or bytes (copies, views), {share:.0%} of the step")
+    unrated = ~df["rated"].to_numpy(bool)
+    if unrated.any():
+        notes.append(f"{int(df.loc[unrated, 'count'].sum())} op calls with FLOPs in a dtype "
+                     f"{a.device.name} has no roof for (hollow points, costed by bytes and "
+                     "overhead)")
+    matrix_ops = any(op.category in MATRIX_CATEGORIES and op.flops > 0 for op in a.trace.ops)
+    if matrix_ops and not any(e is not None and e.matrix for e in a.engine):
+        notes.append(f"{a.device.name} has no matrix units for these dtypes: matmuls run on "
+                     "the vector roof")
+    bounds = set(df.loc[on, f"{prefix}bound"]) if on.any() else set()
+    if bounds == {"overhead"}:
+        notes.append("every op shown is overhead-bound: more FLOP/s or bandwidth gains nothing")
+    return notes
+
+
+def _floor(ax: Axes, a: Analysis, x_lo: float, x_hi: float, y_lo: float,
+           placed: list[Any]) -> None:
+    """The overhead floor of the median overhead-bound op, F/L, with the region below."""
+    over = [op.flops / op.kernels for op, b in zip(a.trace.ops, a.bound, strict=True)
+            if b == "overhead" and op.flops > 0 and op.kernels > 0]
+    latency = a.device.launch_overhead_seconds
+    if not over or not latency or not a.options.overhead:
+        return
+    per_kernel = float(np.median(over))
+    level = per_kernel / latency
+    if level <= y_lo:
+        return
+    ax.fill_between([x_lo, x_hi], [y_lo] * 2, [level] * 2, color=BOUND_COLORS["overhead"],
+                    alpha=0.10, lw=0, zorder=0)
+    ax.plot([x_lo, x_hi], [level] * 2, ls=":", lw=1.2, color=BOUND_COLORS["overhead"],
+            gid="overhead-floor")
+    text = (f"overhead floor: {si(per_kernel, 'FLOP')} per kernel (median overhead-bound op)"
+            f" / {ms(latency)} launch = {si(level, 'FLOP/s')}")
+    spots = [(x_hi / 1.1, level, 0, -3, "right"), (x_lo * 1.1, level, 0, -3, "left"),
+             (x_hi / 1.1, level, 0, 2, "right")]
+    _place(ax, text, spots, placed, [], fontsize=7, color="#444444")
+
+
+def _shade(ax: Axes, r: Roof, x_lo: float, x_hi: float, y_lo: float,
+           placed: list[Any]) -> None:
+    """Memory region (under the slope, left of the top ridge) and compute region (right)."""
+    ridge, bw = r.ridge_point, r.bandwidth_bytes_per_s
+    xs = np.geomspace(x_lo, ridge, 32)
+    ax.fill_between(xs, y_lo, bw * xs, color=BOUND_COLORS["memory"], alpha=0.07, lw=0,
+                    zorder=0)
+    ax.fill_between([ridge, x_hi], y_lo, r.flops_per_s, color=BOUND_COLORS["compute"],
+                    alpha=0.07, lw=0, zorder=0)
+    for words, x, ha in (("memory-bound region", x_lo * 1.15, "left"),
+                         ("compute-bound region", x_hi / 1.15, "right")):
+        name = words.split("-")[0]
+        placed.append(ax.annotate(words, (x, y_lo), xytext=(0, 4), textcoords="offset points",
+                                  ha=ha, va="bottom", fontsize=8, color=BOUND_COLORS[name]))
+
+
+def _clip(values: np.ndarray, lo: float) -> np.ndarray:
+    return np.maximum(values, lo)
+
+
+def roofline_chart(analysis_or_comparison: Analysis | Comparison, ax: Axes | None = None,
+                   group_by: str = "op", top: int = 8) -> Axes:
+    """The roofline chart of a step; for a Comparison, both devices and each op's move.
+
+    Parameters
+    ----------
+    analysis_or_comparison : Analysis or Comparison
+        From :func:`roofline.analyze`, or :func:`roofline.compare` / ``what_if`` (the
+        destination's roofs dashed, each point's move from source to destination drawn).
+    ax : matplotlib Axes, optional
+        Drawn into when given; else a new figure.
+    group_by : {"op", "module", "category"}
+        One point per (ATen op, shapes, dtype), per module (layer indices folded) or per
+        category. :func:`roofline_data` returns the points as a DataFrame.
+    top : int
+        Label the ``top`` points with the most predicted time.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Raises
+    ------
+    ValueError
+        For an empty trace or an unknown ``group_by``. What the chart cannot show (ops
+        with no FLOPs, FLOPs with no roof, a device without matrix units, a step that is
+        all overhead) is said in its title.
+    """
+    src, dst = analyses(analysis_or_comparison, "roofline_chart")
+    require_ops(src, "roofline_chart")
+    df = roofline_data(analysis_or_comparison, group_by)
+    prefix = "" if dst is None else "src_"
+    x = df["intensity"].to_numpy(float)
+    y = df[f"{prefix}attained_flops_per_s"].to_numpy(float)
+    on = np.isfinite(x) & (x > 0) & (y > 0)
+    with style():
+        ax = axes(ax, (9.5, 6.0))
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        engines = list(dict.fromkeys(_engines(src) + (_engines(dst) if dst else [])))
+        if not engines:  # no op ran FLOPs on an engine: show the device's fp32 vector roof
+            engines = [Engine("vector", "fp32")]
+        main = roofs(src.device, engines)
+        other = roofs(dst.device, engines, "--", color=DST_COLOR) if dst is not None else []
+        sheet = _datasheet(src.device)
+        sheet_roofs = roofs(sheet, engines, ":", "datasheet ", "#8C8C8C") if sheet else []
+        all_roofs = main + other + sheet_roofs
+        if not all_roofs:
+            raise ValueError(f"roofline_chart(): {src.device.name} lists no compute peak for "
+                             f"{', '.join(map(str, engines))}; nothing to draw a roof from")
+        ys_dst = df["dst_attained_flops_per_s"].to_numpy(float) if dst is not None else y
+        d_on = on & (ys_dst > 0)
+        ridges = [r.ridge_point for r in all_roofs]
+        peaks = [r.flops_per_s for r in all_roofs]
+        # the view: the roofs and the points, but no more than X_SPAN decades left of the
+        # lowest ridge and Y_SPAN below the highest roof (a stray 1-FLOP op would squeeze
+        # the rest into a corner); points beyond are drawn on its edge as triangles
+        x_lo = max(min([*x[on], *ridges]) / 2, min(ridges) / 10 ** X_SPAN)
+        x_hi = max([*x[on], *ridges]) * 12  # room right of the top ridge for roof labels
+        y_hi = max([*y[on], *ys_dst[d_on], *peaks]) * 3
+        y_lo = max(min([*y[on], *ys_dst[d_on],
+                        x_lo * min(r.bandwidth_bytes_per_s for r in all_roofs)]) / 2,
+                   max(peaks) / 10 ** Y_SPAN)
+        ax.set_xlim(x_lo, x_hi)
+        ax.set_ylim(y_lo, y_hi)
+        ys_all = df[f"{prefix}seconds"].to_numpy(float)
+        biggest = float(ys_all.max()) if len(ys_all) else 0.0
+        clipped = on & ((x < x_lo) | (y < y_lo))
+        notes = _notes(src, df, on, prefix)
+        if clipped.any():
+            notes.append(f"{int(df.loc[clipped, 'count'].sum())} op calls beyond the view, "
+                         "drawn on its edge (triangles)")
+        _legend(ax, biggest, src, dst, sheet if sheet_roofs else None)
+        _title(ax, src, dst, notes, group_by)
+        _settle(ax)  # text is placed in pixels: lay the figure out first
+        placed: list[Any] = []
+        area = _area(ys_all, biggest)
+        big = np.flatnonzero(on & ~clipped)[:MARKERS_AVOIDED]  # text keeps clear of these
+        avoid = _marker_boxes(ax, np.maximum(x[big], x_lo), np.maximum(y[big], y_lo), area[big])
+        _shade(ax, max(main or all_roofs, key=lambda r: r.flops_per_s), x_lo, x_hi, y_lo,
+               placed)
+        _floor(ax, src, x_lo, x_hi, y_lo, placed)
+        _draw_roofs(ax, main, x_lo, x_hi, "", placed, avoid, src.device.name)
+        if other and dst is not None:
+            _draw_roofs(ax, other, x_lo, x_hi, "", placed, avoid, dst.device.name)
+        if sheet_roofs and sheet is not None:
+            _draw_roofs(ax, sheet_roofs, x_lo, x_hi, "", placed, avoid, "datasheet")
+        bounds = df[f"{prefix}bound"].to_numpy(object)
+        rated = df["rated"].to_numpy(bool)
+        colors = np.array([BOUND_COLORS[b] for b in bounds], dtype=object)
+        px, py, pd_ = _clip(x, x_lo), _clip(y, y_lo), _clip(ys_dst, y_lo)
+        if dst is not None:  # each point's move: a line from src to dst, dst hollow
+            from matplotlib.collections import LineCollection
+
+            segs = [[(px[i], py[i]), (px[i], pd_[i])] for i in np.flatnonzero(d_on)]
+            ax.add_collection(LineCollection(segs, colors="#555555", linewidths=0.7,
+                                             alpha=0.5, zorder=2))
+            dst_colors = np.array([BOUND_COLORS[b] for b in df["dst_bound"]], dtype=object)
+            ax.scatter(px[d_on], pd_[d_on], s=area[d_on], facecolors="none",
+                       edgecolors=list(dst_colors[d_on]), linewidths=1.0, zorder=3,
+                       gid="points:dst")
+            for i in np.flatnonzero(d_on)[:top]:  # arrow heads on the largest moves
+                if abs(math.log(pd_[i] / py[i])) > 0.05:
+                    ax.annotate("", (px[i], pd_[i]), (px[i], py[i]), zorder=3,
+                                arrowprops={"arrowstyle": "-|>", "lw": 0.9,
+                                            "color": "#333333", "shrinkA": 0, "shrinkB": 0})
+        for mask, gid, hollow in ((on & rated & ~clipped, "points", False),
+                                  (on & ~rated & ~clipped, "points:unrated", True),
+                                  (clipped, "points:clipped", False)):
+            if not mask.any():
+                continue
+            kw: dict[str, Any] = ({"facecolors": "none", "edgecolors": list(colors[mask]),
+                                   "linewidths": 1.2} if hollow else
+                                  {"c": list(colors[mask]), "edgecolors": "white",
+                                   "linewidths": 0.4, "alpha": 0.75})
+            ax.scatter(px[mask], py[mask], s=area[mask], zorder=4, gid=gid,
+                       marker="<" if gid == "points:clipped" else "o", **kw)
+        ax.set_xlabel("arithmetic intensity (FLOP / byte)")
+        ax.set_ylabel("attained FLOP/s (op FLOPs / predicted op time)")
+        ax.grid(True, which="major", lw=0.4, alpha=0.4)
+        shown = on & ~clipped
+        order = np.flatnonzero(shown)[:max(top, 0)]  # df is sorted by time, largest first
+        labels = [_short(f"{df['label'][i]}" + (f" x{df['count'][i]}" if df["count"][i] > 1
+                                                 else "")) for i in order]
+        place_labels(ax, px[order], py[order], labels, placed, avoid)
+    return ax
+
+
+def _legend(ax: Axes, biggest: float, src: Analysis, dst: Analysis | None,
+            sheet: DeviceSpec | None) -> None:
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], ls="", marker="o", ms=7, color=BOUND_COLORS[b], label=f"{b}-bound")
+               for b in ROOFS]
+    if biggest > 0:  # size legend: marker areas of three times
+        for share in (1.0, 0.1, 0.01):
+            area = max(MIN_AREA, MAX_AREA * share)
+            handles.append(Line2D([], [], ls="", marker="o", ms=math.sqrt(area),
+                                  color="#BBBBBB", label=f"{ms(biggest * share)}"))
+    measured = " (measured)" if src.device.measured and "measured" not in src.device.name \
+        else ""
+    handles.append(Line2D([], [], ls="-", color="#222222", label=f"{src.device.name}{measured}"))
+    if sheet is not None:
+        handles.append(Line2D([], [], ls=":", color="#8C8C8C", label=f"{sheet.name} datasheet"))
+    if dst is not None:
+        handles += [Line2D([], [], ls="--", color=DST_COLOR, label=f"{dst.device.name}"),
+                    Line2D([], [], ls="-", marker="o", ms=6, mfc="#777777", color="#777777",
+                           label="op on source"),
+                    Line2D([], [], ls="", marker="o", ms=6, mfc="none", color="#777777",
+                           label="same op on destination")]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
+              title="bound / time / roofs", labelspacing=1.1, borderaxespad=0.0)
+
+
+def _title(ax: Axes, src: Analysis, dst: Analysis | None, notes: list[str],
+           group_by: str) -> None:
+    shares = ", ".join(f"{b} {v['fraction']:.0%}" for b, v in src.by_bound().items()
+                       if v["seconds"])
+    if dst is None:
+        head = f"{model_name(src)} on {src.device.name}: {ms(src.seconds)} per step ({shares})"
+    else:
+        speedup = src.seconds / dst.seconds if dst.seconds else math.inf
+        head = (f"{model_name(src)}: {src.device.name} -> {dst.device.name}, "
+                f"{ms(src.seconds)} -> {ms(dst.seconds)} ({speedup:.2f}x)")
+    lines = [head, f"one point per {group_by}, area ~ predicted time", *notes]
+    ax.set_title("\n".join(lines), fontsize=9, loc="left")

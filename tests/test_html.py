@@ -1,0 +1,97 @@
+"""HTML renderings say what the text says: ``_repr_html_`` tables carry the numbers of the
+text reprs, and the CLI's page holds the charts, tables, explanation and assumptions."""
+
+from __future__ import annotations
+
+import base64
+import re
+from html import unescape
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest
+
+import roofline
+from roofline.presentation.cli import main
+from roofline.presentation.html import page
+from roofline.presentation.tables import seconds
+from roofline.tracing.records import OpRecord, Trace
+
+
+def _op(name: str, category: str, dtype: str, flops: int, nbytes: int, phase: str,
+        ) -> OpRecord:
+    return OpRecord(name, category, phase, "net.fc", dtype, flops, nbytes // 2,
+                    nbytes - nbytes // 2)
+
+
+@pytest.fixture(scope="module")
+def trace() -> Trace:
+    return Trace([_op("aten.mm.default", "matmul", "bfloat16", 2 * 4096 ** 3,
+                      3 * 4096 ** 2 * 2, "forward"),
+                  _op("aten.add.Tensor", "pointwise", "float32", 10 ** 7, 12 * 10 ** 7,
+                      "backward"),
+                  _op("aten.mul.Tensor", "pointwise", "float32", 10 ** 3, 12 * 10 ** 3,
+                      "optimizer")], {"model": "toy"})
+
+
+def _cells(html: str) -> list[str]:
+    return [unescape(c) for c in re.findall(r"<t[dh](?:\s[^>]*)?>(.*?)</t[dh]>", html)]
+
+
+def _numbers(text: str) -> list[str]:
+    """The numbers of a text (``1.23``, ``45``, ``7%``), in order."""
+    return re.findall(r"\d+(?:\.\d+)?", text)
+
+
+def test_trace_and_breakdown_html_hold_the_repr_numbers(trace: Trace) -> None:
+    cells = _cells(trace._repr_html_())
+    assert _numbers(repr(trace)) == _numbers(" ".join(cells))
+    for breakdown in (trace.by_phase(), trace.by_category()):
+        html_cells = _cells(breakdown._repr_html_())
+        assert _numbers(repr(breakdown)) == _numbers(" ".join(html_cells[4:]))  # past header
+        assert set(breakdown) <= set(html_cells)
+
+
+def test_analysis_and_comparison_html_hold_the_repr_numbers(trace: Trace) -> None:
+    a = roofline.analyze(trace, "a100")
+    cells = " ".join(_cells(a._repr_html_()))
+    assert set(_numbers(repr(a))) == set(_numbers(cells))
+    c = roofline.compare(trace, "a100", "h100")
+    cells = " ".join(_cells(c._repr_html_()))
+    assert set(_numbers(repr(c))) == set(_numbers(cells))  # names repeat in the table
+
+
+def test_html_escapes_what_it_shows() -> None:
+    t = Trace([OpRecord("aten.mm.default", "matmul", "forward", "<script>", "float32", 2, 1,
+                        1)])
+    assert "<script>" not in t.by_module()._repr_html_()
+
+
+def test_page_has_charts_tables_explanation_and_assumptions(trace: Trace) -> None:
+    c = roofline.compare(trace, "a100", "h100")
+    html = page(c)
+    images = re.findall(r'src="data:image/png;base64,([^"]+)"', html)
+    assert len(images) == 3  # roofline chart, speedup curve, time breakdown
+    assert all(base64.b64decode(i).startswith(b"\x89PNG") for i in images)
+    text = unescape(html)
+    assert roofline.explain(c, assumptions=False) in text
+    assert f"{c.speedup:.2f}x" in text
+    assert seconds(c.src.seconds) in text and seconds(c.dst.seconds) in text
+    for note in c.src.assumptions:
+        assert note in text
+    assert "http" not in html.split("<body>")[1]  # self-contained: nothing fetched
+
+
+def test_cli_writes_plot_and_html(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:
+    png, html = tmp_path / "chart.png", tmp_path / "page.html"  # type: ignore[operator]
+    assert main(["analyze", "mlp", "--device", "a100", "--plot", str(png),
+                 "--html", str(html)]) == 0
+    assert png.read_bytes().startswith(b"\x89PNG")
+    assert "data:image/png;base64," in html.read_text()
+    err = capsys.readouterr().err
+    assert f"wrote {png}" in err and f"wrote {html}" in err  # progress on stderr
+    curve = tmp_path / "speedup.png"  # type: ignore[operator]
+    assert main(["what-if", "mlp", "--device", "a100", "--plot", str(curve)]) == 0
+    assert curve.read_bytes().startswith(b"\x89PNG")
