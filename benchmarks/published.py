@@ -19,6 +19,7 @@ import argparse
 import itertools
 import os
 import re
+import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -146,6 +147,9 @@ def trace(w: Workload) -> roofline.Trace:
         kw["dtype"] = torch.float16
     if w.zoo.startswith("llama"):
         kw["device"] = "meta"
+    # progress on stderr: tracing the workloads is the slow part (minutes), the table is stdout
+    print(f"tracing {w.zoo} {w.task} batch {w.batch} ({len(_TRACES) + 1} so far)...",
+          file=sys.stderr, flush=True)
     zm = get_model(w.zoo, **kw)
     train = w.task == "train"
     if not train:

@@ -562,3 +562,39 @@ def test_fake_training_leaves_every_zoo_model_bitwise_unchanged(name: str) -> No
             assert _no_global_state(), form
     out = model(*zm.train_inputs)
     assert _is_real(out) and out.dim() == 0 and torch.isfinite(out)
+
+
+# ------------------------------------------------- backward ops land in their own modules
+class _Block(torch.nn.Module):
+    """q, k, v projections of one input (siblings sharing it), then a Dropout(p=0), which
+    returns its input itself, as a transformer block with dropout off does."""
+
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.q = torch.nn.Linear(d, 2 * d, bias=False)
+        self.k = torch.nn.Linear(d, 3 * d, bias=False)
+        self.v = torch.nn.Linear(d, 5 * d, bias=False)
+        self.drop = torch.nn.Dropout(0.0)
+        self.out = torch.nn.Linear(10 * d, d, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.drop(self.out(torch.cat([self.q(x), self.k(x), self.v(x)], dim=-1)))
+
+
+@pytest.mark.parametrize("fake", [False, True])
+def test_backward_matmuls_are_attributed_to_their_own_modules(fake: bool) -> None:
+    n, d = 16, 8
+    model = torch.nn.Sequential(_Block(d), torch.nn.Linear(d, d, bias=False))
+    t = roofline.trace(model, torch.randn(n, d), train=True, loss_fn=lambda o: o.sum(),
+                       fake=fake)
+    backward: dict[str, int] = {}
+    for op in t.ops:
+        if op.phase == "backward" and op.category == "matmul":
+            backward[op.module] = backward.get(op.module, 0) + op.flops
+    # a Linear (n x i) @ (i x o) costs 2 n i o FLOPs per gradient: of its weight, and of its
+    # input unless the input is the model's own (which needs none)
+    first = 2 * n * d
+    assert backward == {
+        "Sequential.0.q": first * 2 * d, "Sequential.0.k": first * 3 * d,
+        "Sequential.0.v": first * 5 * d, "Sequential.0.out": 2 * 2 * n * 10 * d * d,
+        "Sequential.1": 2 * 2 * n * d * d}

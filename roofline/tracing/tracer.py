@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+from torch.autograd.graph import register_multi_grad_hook
 from torch.optim.optimizer import (
     register_optimizer_step_post_hook,
     register_optimizer_step_pre_hook,
@@ -95,10 +96,57 @@ def _has_decomposition(func: Any) -> bool:
         return False
 
 
+class _Tracker(ModuleTracker):
+    """torch's ModuleTracker, with two corrections to where backward ops are attributed.
+
+    1. A module that returns one of its inputs unchanged (``Dropout(p=0)`` returns its input
+       itself, ``nn.Identity``) got an "enter in backward" hook on that tensor after the
+       "leave in backward" hook its pre-hook had put on the same tensor: in backward it was
+       left, then entered, and never left again, and every later backward op of the step was
+       attributed to it. Outputs that are inputs get no enter hook here.
+    2. ``parents`` is a set, and the deepest name is not always the module running.
+       Siblings that share an input (the q, k, v projections of attention; w1 and w3 of a
+       SwiGLU MLP) all stay entered in backward until that input's gradient is complete, and
+       ranking them by name gave all their backward ops to one of them. ``order`` holds the
+       epoch each module was entered in: modules entered with no op in between (a parent and
+       the child whose output it returns, or a parent and its first child in forward) share
+       one, and the deepest of them runs; a module entered after ops ran is running now.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.order: dict[str, int] = {}
+        self.entries = 0  # modules entered so far (a cache key for the recorder)
+        self.epoch = 0
+        self.ran = False  # an op was recorded since the last module was entered
+
+    def _get_append_fn(self, name: str, is_bw: bool) -> Any:
+        enter = super()._get_append_fn(name, is_bw)  # type: ignore[misc]
+
+        def fn(*args: Any) -> None:
+            enter(*args)
+            if self.ran:
+                self.epoch, self.ran = self.epoch + 1, False
+            self.entries += 1
+            self.order[name] = self.epoch
+
+        return fn
+
+    def _fw_post_hook(self, mod: Any, input: Any, output: Any) -> None:
+        name = self._get_mod_name(mod)  # type: ignore[misc]
+        self._get_pop_fn(name, False)()  # type: ignore[misc]
+        inputs = {id(t) for t in tree_flatten(input)[0] if isinstance(t, torch.Tensor)}
+        tensors = [t for t in tree_flatten(output)[0] if isinstance(t, torch.Tensor)
+                   and t.requires_grad and id(t) not in inputs]
+        if tensors:
+            self._hooks.append(  # type: ignore[attr-defined]
+                register_multi_grad_hook(tensors, self._get_append_fn(name, True)))
+
+
 class _Recorder(TorchDispatchMode):
     """Records one :class:`OpRecord` per ATen op."""
 
-    def __init__(self, tracker: ModuleTracker, annotate: bool = False) -> None:
+    def __init__(self, tracker: _Tracker, annotate: bool = False) -> None:
         super().__init__()
         self.tracker = tracker
         self.annotate = annotate
@@ -110,7 +158,7 @@ class _Recorder(TorchDispatchMode):
         self._info: dict[Any, OpInfo | None] = {}
         self._composite: dict[Any, bool] = {}
         self._storage_ids: dict[int, int] = {}
-        self._module_cache: tuple[frozenset[str], str] = (frozenset(), "")
+        self._module_cache: tuple[frozenset[str], int, str] = (frozenset(), 0, "")
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
                            kwargs: dict[str, Any] | None = None) -> Any:
@@ -148,12 +196,17 @@ class _Recorder(TorchDispatchMode):
         return self._storage_ids.setdefault(key, len(self._storage_ids))
 
     def _module(self) -> str:
-        parents = self.tracker.parents
-        cached, name = self._module_cache
-        if parents != cached:
-            deep = [p for p in parents if p != "Global"]
-            name = max(deep, key=lambda p: (p.count("."), p)) if deep else ""
-            self._module_cache = (frozenset(parents), name)
+        """The module running: of those entered and not left, the deepest of the last
+        entered (see :class:`_Tracker`)."""
+        tracker = self.tracker
+        tracker.ran = True
+        parents = tracker.parents
+        cached, entries, name = self._module_cache
+        if parents != cached or entries != tracker.entries:
+            active = [p for p in parents if p != "Global"]
+            name = max(active, key=lambda p: (tracker.order.get(p, 0), p.count("."), p)) \
+                if active else ""
+            self._module_cache = (frozenset(parents), tracker.entries, name)
         return name
 
     def _phase(self) -> str:
@@ -269,7 +322,7 @@ class Capture:
         stack = contextlib.ExitStack()
         try:
             stack.enter_context(_dynamo_disabled())
-            tracker = stack.enter_context(ModuleTracker())
+            tracker = stack.enter_context(_Tracker())
             recorder = _Recorder(tracker, self._annotate)
 
             def pre(*_: Any) -> None:
