@@ -6,10 +6,12 @@
 """
 
 from roofline.analysis.compare import Comparison, compare, sweep, what_if
+from roofline.analysis.memory import Fit, MemoryReport, fits, memory
 from roofline.analysis.options import Options
 from roofline.analysis.reasons import Reasons
 from roofline.analysis.timing import BOUNDS, ROOFS, Analysis, analyze
 from roofline.analysis.validate import MismatchError, Validation, validate
 
-__all__ = ["BOUNDS", "ROOFS", "Analysis", "Comparison", "MismatchError", "Options",
-           "Reasons", "Validation", "analyze", "compare", "sweep", "validate", "what_if"]
+__all__ = ["BOUNDS", "ROOFS", "Analysis", "Comparison", "Fit", "MemoryReport", "MismatchError",
+           "Options", "Reasons", "Validation", "analyze", "compare", "fits", "memory", "sweep",
+           "validate", "what_if"]

@@ -140,6 +140,39 @@ class OpRecord:
         return self.flops / self.bytes if self.bytes else float("inf")
 
 
+#: What a storage holds, as :class:`Storage` ``kind`` names it. The first five existed
+#: (or, for gradients and optimizer state, are kept) beyond the ops that use them; the
+#: last two are made by the step and die at their last use.
+STORAGE_KINDS = ("parameter", "buffer", "gradient", "optimizer_state", "input",
+                 "activation", "temporary")
+
+
+@dataclass(slots=True)
+class Storage:
+    """One storage (the memory behind a tensor and all its views) that the step touched.
+
+    Attributes
+    ----------
+    bytes : size of the storage (``untyped_storage().nbytes()``, views included once).
+    dtype : dtype of the first tensor seen on it, e.g. ``"float32"``.
+    first, last : indices (in ``Trace.ops``) of the first and last op that read or wrote
+        it; -1 for both when no op did (a parameter the step never used).
+    created : True when the step made it (its first op wrote it, reading nothing from it);
+        False when it existed before the step.
+    kind : one of :data:`STORAGE_KINDS`: a module's parameter or buffer, a parameter's
+        ``.grad``, a tensor in an optimizer's ``state``, an ``input`` (anything else that
+        existed before the step), an ``activation`` (made in forward, last used in
+        backward: saved for backward) or a ``temporary``.
+    """
+
+    bytes: int
+    dtype: str
+    first: int
+    last: int
+    created: bool
+    kind: str = "temporary"
+
+
 @dataclass(slots=True)
 class Totals:
     """Summed FLOPs and bytes of a group of ops."""
@@ -200,10 +233,14 @@ class Trace:
     ----------
     ops : the op records, in execution order.
     meta : free-form facts about the capture (model, train, fake, torch version...).
+    storages : storage id (as in ``OpRecord.input_ids``/``output_ids``) -> :class:`Storage`,
+        for memory analyses; empty for traces saved before it existed, and for
+        :meth:`filter`ed traces (their op indices no longer match).
     """
 
     ops: list[OpRecord] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
+    storages: dict[int, Storage] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.ops)
@@ -271,8 +308,12 @@ class Trace:
         """Serialise to JSON; :meth:`from_json` reads it back."""
         names = [f.name for f in fields(OpRecord)]
         rows = [[getattr(op, n) for n in names] for op in self.ops]
-        return json.dumps({"version": 1, "meta": self.meta, "fields": names, "ops": rows},
-                          indent=indent)
+        doc: dict[str, Any] = {"version": 1, "meta": self.meta, "fields": names, "ops": rows}
+        if self.storages:  # absent, not empty, so older readers see the document they knew
+            doc["storage_fields"] = ["id", *_STORAGE_FIELDS]
+            doc["storages"] = [[sid, *(getattr(s, n) for n in _STORAGE_FIELDS)]
+                               for sid, s in self.storages.items()]
+        return json.dumps(doc, indent=indent)
 
     @classmethod
     def from_json(cls, text: str) -> Trace:
@@ -298,7 +339,8 @@ class Trace:
         if not isinstance(meta, dict):
             raise ValueError("trace JSON: 'meta' must be an object")
         _check_field_names(names)
-        return cls([_op_from_row(i, names, row) for i, row in enumerate(rows)], meta)
+        ops = [_op_from_row(i, names, row) for i, row in enumerate(rows)]
+        return cls(ops, meta, _storages_from(data, len(ops)))
 
     def __repr__(self) -> str:
         phases = Counter(op.phase for op in self.ops)
@@ -390,6 +432,47 @@ def _check_field_names(names: list[str]) -> None:
         raise ValueError(f"trace JSON: op fields {missing} are missing from 'fields'")
     if len(set(names)) != len(names):
         raise ValueError(f"trace JSON: repeated names in 'fields': {names}")
+
+
+_STORAGE_FIELDS = [f.name for f in fields(Storage)]
+
+
+def _storages_from(data: dict[str, Any], n_ops: int) -> dict[int, Storage]:
+    """The storage table of a trace document; empty when it has none (older traces)."""
+    if "storages" not in data:
+        return {}
+    if data.get("storage_fields") != ["id", *_STORAGE_FIELDS]:
+        raise ValueError(f"trace JSON: 'storage_fields' must be {['id', *_STORAGE_FIELDS]}, "
+                         f"got {data.get('storage_fields')!r}")
+    rows = data["storages"]
+    if not isinstance(rows, list):
+        raise ValueError("trace JSON: 'storages' must be a list of storage rows")
+    table: dict[int, Storage] = {}
+    for i, row in enumerate(rows):
+        try:
+            if not isinstance(row, list) or len(row) != len(_STORAGE_FIELDS) + 1:
+                raise TypeError(f"expected a list of {len(_STORAGE_FIELDS) + 1} values")
+            sid, size, dtype, first, last, created, kind = row
+            first, last = _index(first, n_ops), _index(last, n_ops)
+            if kind not in STORAGE_KINDS:
+                raise TypeError(f"kind must be one of {', '.join(STORAGE_KINDS)}, got {kind!r}")
+            if (first == -1) != (last == -1) or last < first:
+                raise TypeError(f"first {first} and last {last} are not an op range")
+            table[_count(sid)] = Storage(_count(size), _text(dtype), first, last,
+                                         _flag(created), kind)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"trace JSON: storage row {i}: {e}") from None
+    return table
+
+
+def _index(value: Any, n_ops: int) -> int:
+    """An op index of the trace, or -1 (no op)."""
+    if value == -1 and not isinstance(value, bool):
+        return -1
+    index = _count(value)
+    if index >= n_ops:
+        raise TypeError(f"op index {index} is past the trace's {n_ops} ops")
+    return index
 
 
 def _op_from_row(i: int, names: list[str], row: Any) -> OpRecord:

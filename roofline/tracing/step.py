@@ -163,6 +163,7 @@ def traced_step(model_or_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
             "(it traces a steady-state step)", RooflineWarning, stacklevel=3)
 
     cap = Capture(meta, warn=True, annotate=annotate)
+    cap.modules = modules_of(fn, deep=False)  # their unused parameters take memory too
     attend = AttentionAs(attention, fake=fake)
     with contextlib.ExitStack() as stack:
         if fake:

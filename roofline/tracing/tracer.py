@@ -26,7 +26,14 @@ from torch.utils.module_tracker import ModuleTracker
 
 from roofline.tracing import formulas as _formulas  # noqa: F401  (registers the formulas)
 from roofline.tracing.ops import OpInfo, lookup, nbytes
-from roofline.tracing.records import Category, OpRecord, Trace, is_backward_kernel
+from roofline.tracing.records import (
+    STORAGE_KINDS,
+    Category,
+    OpRecord,
+    Storage,
+    Trace,
+    is_backward_kernel,
+)
 
 _SKIPPED_NAMESPACES = {"prim", "profiler"}
 
@@ -158,6 +165,8 @@ class _Recorder(TorchDispatchMode):
         self._info: dict[Any, OpInfo | None] = {}
         self._composite: dict[Any, bool] = {}
         self._storage_ids: dict[int, int] = {}
+        self.storages: list[Storage] = []  # by storage id
+        self._weak_refs: list[int] = []  # released on exit (see _storage_id)
         self._module_cache: tuple[frozenset[str], int, str] = (frozenset(), 0, "")
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
@@ -188,12 +197,87 @@ class _Recorder(TorchDispatchMode):
             self._composite[func] = _has_decomposition(func)
         return self._composite[func]
 
-    def _storage_id(self, t: torch.Tensor) -> int:
+    def _storage_id(self, t: torch.Tensor, written: bool) -> int:
+        """The storage's id, noting the op (the next record) as its last use.
+
+        Keyed by the StorageImpl's address, which a freed storage hands to the next one;
+        a weak reference to each storage seen keeps its StorageImpl (not its data)
+        allocated until the capture ends, so one id is one storage for the whole trace.
+        """
         try:
-            key = t.untyped_storage()._cdata
+            storage = t.untyped_storage()
+            key = storage._cdata
         except (NotImplementedError, RuntimeError):  # tensor subclasses without storage
-            key = id(t)
-        return self._storage_ids.setdefault(key, len(self._storage_ids))
+            storage, key = None, id(t)
+        sid = self._storage_ids.get(key)
+        if sid is None:
+            sid = self._storage_ids[key] = len(self.storages)
+            if storage is not None:
+                self._weak_refs.append(storage._weak_ref())  # type: ignore[arg-type]
+            size = storage.nbytes() if storage is not None else t.numel() * t.element_size()
+            here = len(self.ops)
+            self.storages.append(Storage(int(size), str(t.dtype).removeprefix("torch."),
+                                         here, here, written))
+        else:
+            entry = self.storages[sid]
+            if entry.first < 0:  # tagged (an optimizer's state) before an op used it
+                entry.first = len(self.ops)
+            entry.last = len(self.ops)
+        return sid
+
+    def tag(self, kind: str, tensors: Any) -> None:
+        """Say what the storages of ``tensors`` hold (a parameter, a gradient...).
+
+        The earlier kind in :data:`STORAGE_KINDS` wins (a tied weight is a parameter
+        however often it is met). A storage no op touched is added with ``first=-1``:
+        an unused parameter still takes memory.
+        """
+        rank = STORAGE_KINDS.index(kind)
+        for t in tensors:
+            if not isinstance(t, torch.Tensor):
+                continue
+            try:
+                key = t.untyped_storage()._cdata
+            except (NotImplementedError, RuntimeError):
+                key = id(t)
+            sid = self._storage_ids.get(key)
+            if sid is None:
+                sid = self._storage_id(t, written=False)
+                self.storages[sid].first = self.storages[sid].last = -1
+            entry = self.storages[sid]
+            if entry.kind == "temporary" or STORAGE_KINDS.index(entry.kind) > rank:
+                entry.kind = kind
+
+    def tag_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
+        """Tag an optimizer's parameters, their gradients and its state."""
+        params = [p for g in optimizer.param_groups for p in g["params"]]
+        self.tag("parameter", params)
+        self.tag("gradient", [p.grad for p in params])
+        self.tag("optimizer_state", [v for s in optimizer.state.values() for v in s.values()])
+
+    def tag_modules(self, modules: Any) -> None:
+        """Tag the parameters, buffers and gradients of ``modules`` (not recursive)."""
+        params = [p for m in modules for p in m.parameters(recurse=False)]
+        self.tag("parameter", params)
+        self.tag("buffer", [b for m in modules for b in m.buffers(recurse=False)])
+        self.tag("gradient", [p.grad for p in params])
+
+    def storage_table(self) -> dict[int, Storage]:
+        """The storages, with the kinds no tag gave: ``input`` for what existed before
+        the step, ``activation`` for what forward made and backward used, else
+        ``temporary``. Releases the weak references."""
+        for ref in self._weak_refs:
+            torch.UntypedStorage._free_weak_ref(ref)
+        self._weak_refs.clear()
+        ops = self.ops
+        for entry in self.storages:
+            if entry.kind != "temporary" or entry.first < 0:
+                continue
+            if not entry.created:
+                entry.kind = "input"
+            elif ops[entry.first].phase == "forward" and ops[entry.last].phase == "backward":
+                entry.kind = "activation"
+        return dict(enumerate(self.storages))
 
     def _module(self) -> str:
         """The module running: of those entered and not left, the deepest of the last
@@ -279,8 +363,8 @@ class _Recorder(TorchDispatchMode):
             kernels=info.kernels if info is not None else 1,
             input_shapes=tuple(tuple(t.shape) for t in reads),
             output_shapes=tuple(tuple(t.shape) for t in writes),
-            input_ids=tuple(self._storage_id(t) for t in reads),
-            output_ids=tuple(self._storage_id(t) for t in writes),
+            input_ids=tuple(self._storage_id(t, False) for t in reads),
+            output_ids=tuple(self._storage_id(t, True) for t in writes),
             backward_kernel=info.backward if info is not None else schema.backward,
         ))
 
@@ -309,6 +393,8 @@ class Capture:
         self._warn = warn
         self._annotate = annotate
         self._stack: contextlib.ExitStack | None = None
+        # modules whose parameters and buffers count as such even if no op used them
+        self.modules: list[torch.nn.Module] = []
         self._state = "new"  # -> "recording" -> "done"
 
     def __enter__(self) -> Trace:
@@ -325,10 +411,12 @@ class Capture:
             tracker = stack.enter_context(_Tracker())
             recorder = _Recorder(tracker, self._annotate)
 
-            def pre(*_: Any) -> None:
+            def pre(optimizer: torch.optim.Optimizer, *_: Any) -> None:
                 recorder.in_optimizer += 1
+                recorder.tag_optimizer(optimizer)  # before a step could drop the gradients
 
-            def post(*_: Any) -> None:
+            def post(optimizer: torch.optim.Optimizer, *_: Any) -> None:
+                recorder.tag_optimizer(optimizer)  # the state a first step made
                 recorder.in_optimizer -= 1
                 if not recorder.in_optimizer:  # the step consumed the gradients
                     recorder.after_backward = False
@@ -341,16 +429,22 @@ class Capture:
             raise
         self._recorder = recorder
         self._stack = stack
+        self._tracker = tracker
         self._state = "recording"
         return self.trace
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if self._stack is None:
             raise RuntimeError("Capture.__exit__ without a matching __enter__")
-        self._stack.close()
+        try:  # the modules that ran still hold the step's tensors (fakes, in a fake step)
+            self._recorder.tag_modules([*(m for root in self.modules for m in root.modules()),
+                                        *self._tracker._known_modules.keys()])
+        finally:
+            self._stack.close()
         self._stack = None
         self._state = "done"
         self.trace.ops = self._recorder.ops
+        self.trace.storages = self._recorder.storage_table()
         self.trace.meta.setdefault("torch", torch.__version__)
         if exc_type is None and self._warn:
             _warn_uncounted(self.trace)
