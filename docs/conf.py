@@ -9,11 +9,10 @@ Build: ``nox -s docs`` or ``sphinx-build -W --keep-going -b html docs docs/_buil
   ``docs/``, so each build copies them into ``docs/_notebooks/`` (gitignored) and the
   "Notebooks" toctree lists that folder with a glob: a new notebook appears in the site
   without editing any page. No symlinks, so it works the same on every file system.
-* Notebooks are NOT executed here (``nb_execution_mode = "off"``): the test suite executes
-  every notebook already (``tests/test_notebooks.py``, nbclient; ``nox -s notebooks``), so
-  the site renders the outputs stored in the files and the docs build stays fast. The one
-  exception: a notebook committed with no outputs at all is executed for the site (see
-  ``_stored_copy``), so no page shows code without its results.
+* Notebooks are executed into the pages at every build (``nb_execution_mode = "force"``),
+  so a page never shows outputs older than the code it documents; the test suite executes
+  them too (``tests/test_notebooks.py``), and a failing cell fails the build (``-W``). This
+  adds about 80 s to a build on 2 cores.
 * No intersphinx: CI builds offline, and a failed inventory download would be a warning,
   which ``-W`` turns into a failed build.
 """
@@ -178,9 +177,9 @@ source_suffix = {".md": "myst-nb", ".ipynb": "myst-nb", ".rst": "restructuredtex
 # -- MyST / myst-nb -----------------------------------------------------------------------
 myst_enable_extensions = ["colon_fence", "dollarmath", "deflist"]
 myst_heading_anchors = 3  # "[text](model.md#bytes)" links resolve to headings
-nb_execution_mode = "off"  # the test suite executes them; render the stored outputs
-nb_execution_timeout = 300  # per cell, only for a notebook committed without outputs
-# A failing cell of such a notebook is a myst-nb warning, which -W turns into a failed build.
+nb_execution_mode = "force"  # the pages show what the code prints today
+nb_execution_timeout = 300  # per cell
+nb_execution_raise_on_error = True  # a failing cell fails the build
 nb_merge_streams = True  # one block per cell for interleaved stdout/stderr
 
 # -- API reference ------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Write the README and documentation charts into docs/_static/ (``python docs/make_charts.py``).
 
-GPT-2 (batch 2 x 128 tokens, bf16 autocast training step, fake tensors) on an A100, and
+GPT-2 (batch 8 x 1024 tokens, bf16 autocast training step, fake tensors) on an A100, and
 the same step A100 -> H100; every chart is regenerated from the library, never by hand.
 """
 

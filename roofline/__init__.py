@@ -3,7 +3,9 @@
 Capture the operators of a real PyTorch step (:func:`trace`, :func:`capture`),
 look devices up in a cited registry (:func:`get_device`), place every op on the
 roofline (:func:`analyze`) and predict the speedup of a device swap or a what-if
-device (:func:`compare`, :func:`what_if`, :func:`sweep`).
+device (:func:`compare`, :func:`what_if`, :func:`sweep`); the memory of a step, whether it
+fits and the largest batch that does (:func:`memory`, :func:`fits`, :func:`max_batch`,
+:func:`compare_at_max_batch`).
 
 The layers only import downwards: capture (``tracing``) and ``hardware`` (siblings, neither
 imports the other) -> ``analysis`` -> ``presentation``.
@@ -11,15 +13,19 @@ imports the other) -> ``analysis`` -> ``presentation``.
 
 from roofline.analysis import (
     Analysis,
+    BatchComparison,
     Comparison,
     Fit,
+    MaxBatch,
     MemoryReport,
     Options,
     Reasons,
     Validation,
     analyze,
     compare,
+    compare_at_max_batch,
     fits,
+    max_batch,
     memory,
     sweep,
     validate,
@@ -51,11 +57,13 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Analysis",
+    "BatchComparison",
     "Capture",
     "Comparison",
     "DeviceSpec",
     "FakeModeError",
     "Fit",
+    "MaxBatch",
     "Measurement",
     "MemoryReport",
     "OpRecord",
@@ -68,11 +76,13 @@ __all__ = [
     "calibrate",
     "capture",
     "compare",
+    "compare_at_max_batch",
     "explain",
     "fits",
     "get_device",
     "list_devices",
     "load_device",
+    "max_batch",
     "measure",
     "memory",
     "plot",

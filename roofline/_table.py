@@ -28,3 +28,28 @@ def html_table(header: Sequence[str], rows: Sequence[Sequence[Any]],
     body = "".join(f"<tr>{cells(r, 'td')}</tr>" for r in rows)
     return (f'<table style="{_STYLE}">{head}<thead><tr>{cells(header, "th")}</tr></thead>'
             f"<tbody>{body}</tbody></table>")
+
+
+class Rows(dict[str, dict[str, float]]):
+    """A breakdown: row name -> {column: value}, a plain dict that Jupyter shows as a table.
+
+    Returned by ``Analysis.by_bound()``, ``by_category()``, ``Comparison.by_category()``...;
+    it compares, indexes and serialises as the dict it is.
+    """
+
+    def _repr_html_(self) -> str:
+        columns = list(dict.fromkeys(c for row in self.values() for c in row))
+        rows = [[name, *(_cell(c, row.get(c)) for c in columns)] for name, row in self.items()]
+        return html_table(["", *columns], rows)
+
+
+def _cell(column: str, value: Any) -> str:
+    if not isinstance(value, (int, float)):
+        return "" if value is None else str(value)
+    if column.endswith("seconds"):
+        from roofline._si import si
+
+        return si(float(value), "s", digits=4)
+    if column.endswith("fraction"):
+        return f"{value:.1%}"
+    return f"{value:.3g}"

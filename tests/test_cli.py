@@ -139,3 +139,58 @@ def test_python_dash_m_runs() -> None:
     out = subprocess.run([sys.executable, "-m", "roofline", "devices", "--vendor", "amd"],
                          capture_output=True, text=True, check=True).stdout
     assert "MI300X" in out
+
+
+# --- memory ---------------------------------------------------------------------------
+
+# the zoo's mlp: Linear(784, 1024), Linear(1024, 1024), Linear(1024, 10), fp32
+MLP_PARAMS = 784 * 1024 + 1024 + 1024 * 1024 + 1024 + 1024 * 10 + 10
+
+
+def test_memory_tables_and_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["memory", "mlp", "--device", "a100", "--train"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("peak live tensors: ") and "(op " in out
+    for row in ("parameter", "gradient", "optimizer_state", "activation", "temporary",
+                "A100 SXM 80GB: fits", "cuda context", "cublas workspace", "assumptions:"):
+        assert row in out
+    data = _json(capsys, "memory", "mlp", "--device", "a100", "--train")
+    kinds = data["bytes_by_kind"]
+    # fp32 AdamW: 4 bytes each of weights and gradients, 8 of the two moments (+ 3 steps)
+    assert kinds["parameter"] == kinds["gradient"] == 4 * MLP_PARAMS
+    assert kinds["optimizer_state"] == 8 * MLP_PARAMS + 4 * 6
+    assert data["peak"]["phase"] in ("forward", "backward", "optimizer")
+    fit = data["fit"]
+    assert fit["fits"] and fit["capacity_bytes"] == 80 * 10**9
+    assert fit["required_bytes"] == fit["tensor_bytes"] + sum(fit["overheads"].values())
+
+
+def test_memory_max_batch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = get_device("a100").model_dump(mode="json")
+    small = tmp_path / "small.json"  # an A100 with 1 GB: the mlp's batch is found quickly
+    small.write_text(json.dumps({**spec, "name": "A100 1GB", "aliases": [],
+                                 "memory_bytes": 10**9}))
+    data = _json(capsys, "memory", "mlp", "--device", str(small), "--train", "--max-batch")
+    m = data["max_batch"]
+    traced = {int(b): v for b, v in m["traced"].items()}
+    batch = m["batch"]
+    # both sides of the boundary were traced, against the file's 1 GB
+    assert traced[batch]["required_bytes"] <= 10**9 < traced[batch + 1]["required_bytes"]
+    assert m["samples_per_s"] == pytest.approx(batch / m["seconds"])
+    assert m["affine"] and data["fit"]["fits"]
+    # fp32 AdamW state is 16 B per parameter; what is left is per-sample memory
+    assert 16 * MLP_PARAMS + batch * m["bytes_per_sample"] < 10**9
+    assert main(["memory", "mlp", "--device", str(small), "--train", "--max-batch"]) == 0
+    assert capsys.readouterr().out.startswith(f"largest batch on A100 1GB: {batch} (")
+    assert main(["memory", "mlp", "--device", "a100", "--max-batch", "--batch-size", "4"]) == 1
+    assert "--max-batch searches the batch: drop --batch-size" in capsys.readouterr().err
+
+
+def test_analyze_has_a_memory_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze", "mlp", "--device", "a100", "--train"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("memory: peak ") and "fits A100 SXM 80GB's 80 GB" in last
+    data = _json(capsys, "analyze", "mlp", "--device", "a100", "--train")
+    assert data["memory"]["fits"] and data["memory"]["peak_bytes"] > 16 * MLP_PARAMS
+    assert main(["analyze", "mlp", "--device", "Xeon Platinum 8480+"]) == 0
+    assert "has no memory size in the registry: no fit checked" in capsys.readouterr().out

@@ -95,3 +95,17 @@ def test_cli_writes_plot_and_html(tmp_path: object, capsys: pytest.CaptureFixtur
     curve = tmp_path / "speedup.png"  # type: ignore[operator]
     assert main(["what-if", "mlp", "--device", "a100", "--plot", str(curve)]) == 0
     assert curve.read_bytes().startswith(b"\x89PNG")
+
+
+def test_analysis_and_comparison_breakdowns_render_as_tables() -> None:
+    from roofline.tracing.records import OpRecord, Trace
+
+    mm = OpRecord("aten.mm.default", "matmul", "forward", "", "bfloat16", 10**12, 10**8, 0,
+                  output_shapes=((1024, 1024),))
+    c = roofline.compare(Trace([mm]), "a100", "h100", overhead=False)
+    for rows in (c.src.by_bound(), c.src.by_category(), c.by_bound(), c.by_category()):
+        html = rows._repr_html_()
+        assert html.startswith("<table") and all(f">{k}<" in html for k in rows)
+        assert rows == dict(rows)  # still the plain dict it was
+    # the A100's compute time of 1 TFLOP at 312 TFLOP/s, as the table prints it
+    assert "3.205 ms" in c.src.by_bound()._repr_html_()

@@ -8,6 +8,7 @@ the implementation.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 import torch
@@ -221,3 +222,241 @@ def test_fits_against_a_hand_set_capacity() -> None:
 def test_kinds_are_the_documented_ones() -> None:
     tr = _train_trace(fake=True)
     assert {s.kind for s in tr.storages.values()} <= set(STORAGE_KINDS)
+
+
+# --- mixed precision, and a GPT layer against Korthikanti et al. ------------------------
+
+
+def test_bf16_autocast_with_fp32_adamw_keeps_fp32_master_state() -> None:
+    """CPU bf16 autocast, fp32 AdamW: what torch keeps, derived by mechanism.
+
+    The parameters stay fp32 (autocast casts copies, never the module); their gradients
+    are fp32 (the backward of autocast's ``_to_copy`` casts the bf16 gradient back to the
+    leaf's dtype); AdamW's state follows the parameters: 4 + 4 + 8 bytes per parameter, as
+    in fp32. The bf16 copies autocast makes are extra: 2 bytes per element of the weights
+    and biases, held while used: a copy backward needs is saved (an activation), the rest
+    are temporaries. Layer 1's weight copy is not saved (its input ``x`` needs no grad, so
+    no grad-input GEMM reads it), layer 2's is (the gradient of relu's output needs it);
+    biases never are (their gradient is a sum of the output gradient).
+
+    Not modelled (a known gap, asserted as roofline counts it): autocast's cast cache
+    keeps the copy of each fp32 leaf parameter until the autocast region exits (a second
+    ``F.linear(x, w)`` in the region casts only ``x``); the capture does not record when
+    the region exits, so the unsaved copies are freed at their last use here.
+    """
+    model = _mlp()
+    opt = torch.optim.AdamW(model.parameters())
+    x = torch.randn(BATCH, IN)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        t = roofline.trace(model, x, train=True, optimizer=opt,
+                           loss_fn=lambda o: o.float().sum(), fake=True)
+    r = roofline.memory(t)
+    assert r.parameters_bytes == 4 * N_PARAMS
+    assert r.gradients_bytes == 4 * N_PARAMS
+    assert r.optimizer_state_bytes == 8 * N_PARAMS + 4 * N_TENSORS
+    # saved for backward: x in bf16 (layer 1's weight gradient), relu's bf16 output,
+    # layer 2's bf16 weight copy, and the fp32 scalar loss
+    assert r.activations_bytes == 2 * BATCH * IN + 2 * BATCH * HIDDEN + 2 * HIDDEN * OUT + 4
+    copies = {(s.bytes, s.kind) for s in t.storages.values()
+              if t.ops[s.first].name == "aten._to_copy.default" and t.ops[s.first].phase ==
+              "forward" and s.dtype == "bfloat16" and s.bytes != 2 * BATCH * IN}
+    assert copies == {(2 * IN * HIDDEN, "temporary"), (2 * HIDDEN, "temporary"),
+                      (2 * HIDDEN * OUT, "activation"), (2 * OUT, "temporary")}
+
+
+S, B, H, A = 128, 2, 256, 4  # sequence, batch, hidden, heads
+
+
+class _GPTLayer(nn.Module):
+    """A Megatron-style pre-LN GPT layer in plain torch, attention written out (eager)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(H), nn.LayerNorm(H)
+        self.qkv, self.proj = nn.Linear(H, 3 * H), nn.Linear(H, H)
+        self.fc1, self.fc2 = nn.Linear(H, 4 * H), nn.Linear(4 * H, H)
+        self.register_buffer("future", torch.ones(S, S, dtype=torch.bool).triu(1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: (s, b, h), as in the paper
+        def heads(t: torch.Tensor) -> torch.Tensor:  # (b*a, s, h/a)
+            return t.reshape(S, B * A, H // A).transpose(0, 1)
+
+        q, k, v = (heads(t) for t in self.qkv(self.ln1(x)).split(H, dim=-1))
+        scores = torch.bmm(q, k.transpose(1, 2)) / (H // A) ** 0.5
+        scores = scores.masked_fill(self.future, float("-inf"))  # causal
+        p = F.dropout(F.softmax(scores, dim=-1), 0.1, self.training)
+        ctx = torch.bmm(p, v).transpose(0, 1).reshape(S, B, H)
+        x = x + F.dropout(self.proj(ctx), 0.1, self.training)
+        return x + F.dropout(self.fc2(F.gelu(self.fc1(self.ln2(x)))), 0.1, self.training)
+
+
+def test_gpt_layer_activations_against_korthikanti() -> None:
+    """Saved activations of one layer vs Korthikanti et al. 2022, Sec. 4: 34sbh + 5as^2b.
+
+    The formula (16-bit, no flash attention, no recomputation) counts: LayerNorm inputs
+    2 x 2sbh; QKV input 2sbh; Q, K 4sbh; softmax output 2as^2b; its dropout mask as^2b
+    (1 byte); dropout output 2as^2b; V 2sbh; projection input 2sbh; its dropout mask sbh;
+    fc1 input 2sbh; GeLU input 8sbh; fc2 input 8sbh; its dropout mask sbh. Eager torch on
+    the CPU keeps exactly these plus:
+
+    * dropout masks in the input's dtype (2 bytes, not a 1-byte bool): off CUDA,
+      ``F.dropout`` is ``input * empty_like(input).bernoulli_()``, not ``native_dropout``:
+      + as^2b + 2sbh;
+    * LayerNorm's mean and rstd, (s, b, 1) each, in bf16 on the CPU: + 2 x 2 x 2sb = 8sb;
+    * the fp32 scalar loss, read by backward's seed: + 4.
+
+    Q, K, V are the three copies that ``reshape`` makes of the split QKV output (the split
+    is not viewable as heads), so they are 6sbh as in the formula. The layer's input
+    ``x`` (2sbh, LayerNorm 1's input) is an ``input`` of this trace, added back here.
+    """
+    model = _GPTLayer().to(torch.bfloat16)
+    x = torch.randn(S, B, H, dtype=torch.bfloat16, requires_grad=True)
+    t = roofline.trace(model, x, train=True, loss_fn=lambda o: o.float().sum(), fake=True)
+    r = roofline.memory(t)
+    saved = r.activations_bytes + 2 * S * B * H
+    formula = 34 * S * B * H + 5 * A * S * S * B
+    cpu_masks = A * S * S * B + 2 * S * B * H
+    assert saved == formula + cpu_masks + 8 * S * B + 4
+    # with 1-byte masks (as CUDA's native_dropout keeps them) within 1% of the paper
+    assert saved - cpu_masks == pytest.approx(formula, rel=0.01)
+    # all of it is live at the end of forward, with the parameters and the input
+    end_of_forward = max(i for i, op in enumerate(t.ops) if op.phase == "forward")
+    assert r.timeline[end_of_forward] >= saved + r.parameters_bytes + r.buffers_bytes
+
+
+# --- the largest batch ---------------------------------------------------------------
+
+W_IN, W_HID, W_OUT = 128, 256, 128
+# parameters of Linear(128, 256) and Linear(256, 128), fp32
+P_BYTES = 4 * (W_IN * W_HID + W_HID + W_HID * W_OUT + W_OUT)
+# inference, per sample: x (4 * 128, live all step) + at relu its input and output
+# (4 * 256 each, not in place); at the second Linear x + relu out + out = 4 * 512 < that
+PER_SAMPLE = 4 * W_IN + 2 * 4 * W_HID
+
+
+def _inference_build(calls: list[int] | None = None,
+                     fails_above: int | None = None) -> Any:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(W_IN, W_HID), nn.ReLU(), nn.Linear(W_HID, W_OUT))
+
+    def build(batch: int) -> roofline.Trace:
+        if calls is not None:
+            calls.append(batch)
+        if fails_above is not None and batch > fails_above:
+            raise RuntimeError("no such shape")
+        return roofline.trace(model, torch.randn(batch, W_IN), fake=True)
+
+    return build
+
+
+@pytest.mark.parametrize("vendor", ["Other", "NVIDIA"])
+def test_max_batch_against_the_hand_derived_line(vendor: str) -> None:
+    # on NVIDIA, context and workspace as passed; every storage is a multiple of 512 B,
+    # so block rounding adds nothing
+    extra = 1000 + 24 if vendor == "NVIDIA" else 0
+    capacity = P_BYTES + extra + PER_SAMPLE * 37 + PER_SAMPLE // 2
+    m = roofline.max_batch(_inference_build(), _device(capacity, vendor),
+                           context_bytes=1000, workspace_bytes=24)
+    assert m.batch == 37 and m.predicted_batch == 37
+    assert m.bytes_per_sample == PER_SAMPLE
+    assert m.fixed_bytes == P_BYTES + extra
+    assert m.required_bytes == P_BYTES + extra + PER_SAMPLE * 37 == m.fit.required_bytes
+    assert m.fit.fits and m.capacity_bytes == capacity
+    assert m.affine and m.fit_error == 0
+    # both sides of the boundary were traced
+    assert m.traced[37][0] <= capacity < m.traced[38][0]
+    assert m.samples_per_s == pytest.approx(37 / m.seconds)
+    assert "batch 37 fits" in repr(m)
+
+
+def test_max_batch_says_when_memory_is_not_affine() -> None:
+    """x @ x.T holds 4 b^2 bytes: the fit is off, the traced search still finds the batch."""
+    def build(batch: int) -> roofline.Trace:
+        return roofline.trace(lambda x: (x @ x.T).sum(), torch.randn(batch, 64), fake=True)
+
+    # at the sum: x (256 b), the b x b product (4 b^2) and the scalar (4)
+    def peak(b: int) -> int:
+        return 256 * b + 4 * b * b + 4
+
+    capacity = peak(50) + 10
+    with pytest.warns(roofline.RooflineWarning, match="not affine"):
+        m = roofline.max_batch(build, _device(capacity, "Other"))
+    assert m.batch == 50 and peak(51) > capacity
+    assert not m.affine and m.fit_error > m.tolerance
+    assert m.predicted_batch > 50  # the line from batches 1 and 2 underestimates b^2
+
+
+def test_max_batch_when_the_peak_moves_from_optimizer_to_backward() -> None:
+    """At batches 1 and 2 the peak is the optimizer's (it grows only by the input); at the
+    answer it is backward's. One line through the two peaks (2 KiB per sample) would
+    overshoot by far; a line per op predicts the traced answer exactly."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 512))
+    opt = torch.optim.AdamW(model.parameters(), foreach=True)
+
+    def build(batch: int) -> roofline.Trace:
+        return roofline.trace(model, torch.randn(batch, 512), train=True, optimizer=opt,
+                              loss_fn=lambda o: o.sum(), fake=True)
+
+    n_params = 2 * (512 * 512 + 512)
+    m = roofline.max_batch(build, _device(40 * 4 * n_params, "Other"))
+    assert roofline.memory(build(1)).peak_phase == "optimizer"
+    assert m.traced[2][0] - m.traced[1][0] == 4 * 512  # one more input row
+    assert m.memory.peak_phase != "optimizer"
+    assert m.affine and m.batch == m.predicted_batch > 2
+
+
+def test_compare_at_max_batch_each_device_at_its_own_batch() -> None:
+    calls: list[int] = []
+    small = _device(P_BYTES + PER_SAMPLE * 37, "Other")
+    big = _device(P_BYTES + PER_SAMPLE * 80, "Other")
+    c = roofline.compare_at_max_batch(_inference_build(calls), small, big)
+    assert (c.src.batch, c.dst.batch) == (37, 80)
+    # same FLOP/s and bandwidth: the larger batch alone makes the difference
+    assert c.speedup == pytest.approx((80 / c.dst.seconds) / (37 / c.src.seconds))
+    assert c.speedup >= 1
+    assert sorted(calls) == [1, 2, 37, 38, 80, 81]  # fit sizes traced once for both
+    assert "samples/s" in repr(c)
+
+
+def test_max_batch_bad_input() -> None:
+    fits_37 = _device(P_BYTES + PER_SAMPLE * 37, "Other")
+    with pytest.raises(ValueError, match=r"build\(37\) failed .*RuntimeError: no such shape"):
+        roofline.max_batch(_inference_build(fails_above=5), fits_37)
+    with pytest.raises(ValueError, match=r"does not fit .* even at batch 1"):
+        roofline.max_batch(_inference_build(), _device(P_BYTES, "Other"))
+    with pytest.raises(TypeError, match=r"must return a roofline\.Trace"):
+        roofline.max_batch(lambda b: None, fits_37)  # type: ignore[arg-type, return-value]
+    fixed = _inference_build()
+    with pytest.raises(ValueError, match="does not grow with the batch"):
+        roofline.max_batch(lambda b: fixed(4), fits_37)
+    with pytest.raises(ValueError, match=r"still fits .* at batch 100"):
+        roofline.max_batch(_inference_build(), _device(10**12, "Other"), limit=100)
+    with pytest.raises(ValueError, match="fit_batches"):
+        roofline.max_batch(_inference_build(), fits_37, fit_batches=(2, 2))
+
+
+def _huge_linear(features: int) -> Any:
+    with torch.device("meta"):  # no weights: the fake trace makes fakes of meta tensors
+        model = nn.Linear(features, features, bias=False)
+    opt = torch.optim.AdamW(model.parameters())
+
+    def build(batch: int) -> roofline.Trace:
+        return roofline.trace(model, torch.randn(batch, features, device="meta"),
+                              train=True, optimizer=opt, loss_fn=lambda o: o.sum(),
+                              fake=True)
+
+    return build
+
+
+def test_a_model_that_fits_no_listed_device() -> None:
+    # 4e10 fp32 parameters: 16 bytes each with AdamW (weights, gradients, two moments)
+    # is 640 GB before any activation or temporary, more than any device in the registry
+    largest = max(d.memory_bytes or 0 for d in roofline.list_devices())
+    features = 200_000
+    assert 16 * features**2 > largest
+    with pytest.raises(ValueError, match="no listed device has memory for its tensors"):
+        roofline.max_batch(_huge_linear(features), "h100")
+    # 6.4e9 parameters (102 GB + temporaries): not an H100, but listed devices have room
+    with pytest.raises(ValueError, match=r"does not fit H100 SXM even at batch 1.*MI300X"):
+        roofline.max_batch(_huge_linear(80_000), "h100")

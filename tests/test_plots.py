@@ -212,7 +212,180 @@ def test_bad_input_is_said_clearly(trace: Trace) -> None:
     with pytest.warns(roofline.RooflineWarning):
         a = roofline.analyze(trace, no_vector)
     ax = roofline.plot.roofline_chart(a)
-    assert "no roof" in ax.get_title(loc="left")
+    assert "lists no compute rate for fp32" in ax.get_title(loc="left")
     assert len(_scatter(ax, "points:unrated")) == 2  # ADD and TINY
     with pytest.raises(ValueError, match="factors"):
         roofline.plot.speedup_curve(trace, "a100", flops=(1, -2))
+
+
+# --------------------------------------------------------------------------- review fixes
+
+MM32 = _op("aten.mm.default", "matmul", "float32", 2 * N ** 3, 3 * N * N * 4,
+           ((N, N), (N, N)))  # the same GEMM in fp32
+TPU_V4_BANDWIDTH = 1.2e12  # Google Cloud TPU v4 system architecture: 1,200 GB/s HBM
+
+
+def _scatter_gid(ax: object, gid: str) -> list[object]:
+    return [c for c in ax.collections if c.get_gid() == gid]  # type: ignore[attr-defined]
+
+
+def _boxes(ax: object) -> list[object]:
+    """Window boxes of every text of the axes, after a full draw."""
+    from matplotlib.text import Text
+
+    fig = ax.figure  # type: ignore[attr-defined]
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    return [Text.get_window_extent(t, r) for t in ax.texts if t.get_text()]  # type: ignore[attr-defined]
+
+
+def _line_pixels(ax: object, lines: list[object], n: int = 400) -> np.ndarray:
+    """Points along each line's segments, densely, in pixels (linear axes)."""
+    out = []
+    for ln in lines:
+        x, y = np.asarray(ln.get_xdata(), float), np.asarray(ln.get_ydata(), float)  # type: ignore[attr-defined]
+        if len(x) == 1:
+            continue
+        t = np.linspace(0, 1, n)
+        for i in range(len(x) - 1):
+            xs, ys = x[i] + t * (x[i + 1] - x[i]), y[i] + t * (y[i + 1] - y[i])
+            out.append(ax.transData.transform(np.column_stack([xs, ys])))  # type: ignore[attr-defined]
+    return np.concatenate(out)
+
+
+def _hits(box: object, pts: np.ndarray) -> bool:
+    return bool(((pts[:, 0] >= box.x0) & (pts[:, 0] <= box.x1)  # type: ignore[attr-defined]
+                 & (pts[:, 1] >= box.y0) & (pts[:, 1] <= box.y1)).any())  # type: ignore[attr-defined]
+
+
+def test_speedup_view_holds_every_finite_ceiling() -> None:
+    # GEMM compute 2N^3 / 312e12 = 3.5 ms at peak against the add's 1.2 GB / 2.039 TB/s =
+    # 0.59 ms of memory: infinite FLOP/s leaves the add, a ceiling of several x (~7x at
+    # datasheet peaks), above the largest multiplier drawn, 4x
+    t = Trace([MM, ADD])
+    ax = roofline.plot.speedup_curve(t, "a100", flops=(1, 2, 4))
+    (ceiling,) = _lines(ax, "infinite_flops")
+    level = ceiling.get_ydata()[0]
+    assert level > 4  # the case the old view (top at 1.05 x the largest multiplier) cut off
+    lo, hi = ax.get_ylim()
+    assert lo < level < hi
+    # and its label is drawn inside the axes
+    frame = ax.get_window_extent()
+    label = [b for t_, b in zip([t_ for t_ in ax.texts if t_.get_text()], _boxes(ax),
+                                 strict=True) if "infinite FLOP/s" in t_.get_text()]
+    assert label and frame.contains(label[0].x0, label[0].y0) and \
+        frame.contains(label[0].x1, label[0].y1)
+
+
+def test_speedup_labels_cover_no_line_when_bandwidth_is_flat() -> None:
+    # a compute-only step: the bandwidth curve and its ceiling lie flat at 1.0x, where the
+    # 2x label used to be printed
+    ax = roofline.plot.speedup_curve(Trace([MM]), "a100")
+    (bw,) = _lines(ax, "bandwidth")
+    assert np.allclose(bw.get_ydata(), 1.0, atol=0.01)
+    texts = [t for t in ax.texts if t.get_text()]
+    boxes = _boxes(ax)
+    by_gid = {ln.get_gid(): ln for ln in ax.get_lines()}
+    for text, box in zip(texts, boxes, strict=True):
+        own = {"infinite FLOP/s": "infinite_flops",
+               "infinite bandwidth": "infinite_bandwidth"}.get(text.get_text().split(":")[0])
+        others = [ln for gid, ln in by_gid.items() if gid != own]
+        assert not _hits(box, _line_pixels(ax, others)), text.get_text()
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+
+
+def test_chart_of_a_device_with_no_rate_for_the_dtype_draws_slope_and_points() -> None:
+    with pytest.warns(roofline.RooflineWarning):
+        a = roofline.analyze(Trace([ADD, TINY, MM32], {"model": "toy"}), "tpu v4")
+    assert a.unrated_flops_share == pytest.approx(1.0)  # TPU v4 lists no fp32 rate
+    ax = roofline.plot.roofline_chart(a)
+    assert not _lines(ax, "roof:")
+    (slope,) = _lines(ax, "bandwidth:")
+    x, y = np.asarray(slope.get_xdata()), np.asarray(slope.get_ydata())
+    assert np.allclose(y / x, TPU_V4_BANDWIDTH, rtol=0.03)
+    drawn = [c for c in ax.collections if (c.get_gid() or "").startswith("points")]
+    assert sum(len(c.get_offsets()) for c in drawn) == 3  # every op placed (some on the edge)
+    assert _scatter(ax, "points:unrated").size and not _scatter_gid(ax, "points")
+    title = ax.get_title(loc="left").replace("\n", " ")
+    assert "lists no compute rate for fp32" in title and "100% of the FLOPs" in title
+    assert "no matrix units" not in title  # the matmul has no rate at all, said above
+
+
+def test_fp32_matmul_on_a_tf32_device_names_the_flag() -> None:
+    ax = roofline.plot.roofline_chart(roofline.analyze(Trace([MM32, ADD]), "a100"))
+    title = ax.get_title(loc="left").replace("\n", " ")
+    assert "TF32 off" in title and "tf32_matmul=True" in title
+    assert "no matrix units" not in title
+    ax = roofline.plot.roofline_chart(roofline.analyze(Trace([MM32, ADD]), "a100",
+                                                       tf32_matmul=True))
+    assert "TF32 off" not in ax.get_title(loc="left")
+
+
+def test_compare_devices_marks_devices_with_uncosted_flops() -> None:
+    t = Trace([MM32, ADD], {"model": "toy"})
+    with pytest.warns(roofline.RooflineWarning):
+        ax = roofline.plot.compare_devices(t, ["a100", "tpu v4"])
+    hatched = {p.get_gid().split(":")[1] for p in ax.patches
+               if (p.get_gid() or "").startswith("device:") and p.get_hatch()}
+    assert hatched == {"TPU v4"}
+    assert "TPU v4 *" in [t_.get_text() for t_ in ax.get_yticklabels()]
+    assert "lower bound" in ax.get_title(loc="left")
+
+
+@pytest.mark.parametrize("target", ["chart._legend", "speedup._draw", "bars._bar"])
+def test_no_figure_is_left_open_after_an_error(trace: Trace, monkeypatch: pytest.MonkeyPatch,
+                                               target: str) -> None:
+    import importlib
+
+    module, name = target.split(".")
+    mod = importlib.import_module(f"roofline.presentation.plots.{module}")
+
+    def boom(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("drawing failed")
+
+    monkeypatch.setattr(mod, name, boom)
+    call = {"chart": lambda ax: roofline.plot.roofline_chart(roofline.analyze(trace, "a100"),
+                                                             ax=ax),
+            "speedup": lambda ax: roofline.plot.speedup_curve(trace, "a100", ax=ax),
+            "bars": lambda ax: roofline.plot.compare_devices(trace, ["a100"], ax=ax)}[module]
+    plt.close("all")
+    with pytest.raises(RuntimeError, match="drawing failed"):
+        call(None)
+    assert plt.get_fignums() == []  # the figure the chart made is closed again
+    fig, given = plt.subplots()
+    with pytest.raises(RuntimeError, match="drawing failed"):
+        call(given)
+    assert plt.get_fignums() == [fig.number]  # the caller's figure is the caller's
+
+
+def test_in_a_callers_grid_legends_and_text_stay_inside_each_panel(trace: Trace) -> None:
+    a = roofline.analyze(trace, "a100")
+    fig, axs = plt.subplots(2, 2, figsize=(12, 8))
+    roofline.plot.roofline_chart(a, ax=axs[0, 0])
+    roofline.plot.speedup_curve(trace, "a100", ax=axs[0, 1])
+    roofline.plot.time_breakdown(a, ax=axs[1, 0])
+    roofline.plot.compare_devices(trace, ["a100", "h100"], ax=axs[1, 1])
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    for ax in axs.flat:
+        frame = ax.get_window_extent(r).padded(1)
+        legend = ax.get_legend().get_window_extent(r)
+        assert frame.contains(legend.x0, legend.y0) and frame.contains(legend.x1, legend.y1)
+
+
+@pytest.mark.parametrize("which", ["analysis", "comparison"])
+def test_roofline_chart_text_does_not_overlap(trace: Trace, which: str) -> None:
+    obj = (roofline.analyze(trace, "a100") if which == "analysis"
+           else roofline.compare(trace, "a100", "h100"))
+    ax = roofline.plot.roofline_chart(obj)
+    boxes = _boxes(ax)
+    overlaps = [(i, j) for i, a in enumerate(boxes) for j, b in enumerate(boxes)
+                if i < j and a.overlaps(b)]
+    assert not overlaps, [(ax.texts[i].get_text(), ax.texts[j].get_text()) for i, j in overlaps]
+
+
+def test_titles_grammar_and_views_only() -> None:
+    ax = roofline.plot.roofline_chart(roofline.analyze(Trace([VIEW], {"model": "toy"}), "a100"))
+    title = ax.get_title(loc="left")
+    assert "()" not in title and "no predicted time" in title
+    assert "1 op call with no FLOPs" in title  # singular

@@ -6,12 +6,22 @@
 """
 
 from roofline.analysis.compare import Comparison, compare, sweep, what_if
-from roofline.analysis.memory import Fit, MemoryReport, fits, memory
+from roofline.analysis.memory import (
+    BatchComparison,
+    Fit,
+    MaxBatch,
+    MemoryReport,
+    compare_at_max_batch,
+    fits,
+    max_batch,
+    memory,
+)
 from roofline.analysis.options import Options
 from roofline.analysis.reasons import Reasons
 from roofline.analysis.timing import BOUNDS, ROOFS, Analysis, analyze
 from roofline.analysis.validate import MismatchError, Validation, validate
 
-__all__ = ["BOUNDS", "ROOFS", "Analysis", "Comparison", "Fit", "MemoryReport", "MismatchError",
-           "Options", "Reasons", "Validation", "analyze", "compare", "fits", "memory", "sweep",
+__all__ = ["BOUNDS", "ROOFS", "Analysis", "BatchComparison", "Comparison", "Fit", "MaxBatch",
+           "MemoryReport", "MismatchError", "Options", "Reasons", "Validation", "analyze",
+           "compare", "compare_at_max_batch", "fits", "max_batch", "memory", "sweep",
            "validate", "what_if"]

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from roofline._table import Rows
 from roofline.analysis.options import Options
 from roofline.analysis.reasons import Reasons, reasons
 from roofline.analysis.timing import LIMITS, ROOFS, Analysis, analyze, ratio
@@ -64,9 +65,9 @@ class Comparison:
 
     def by_category(self) -> dict[str, dict[str, float]]:
         src, dst = self.src.by_category(), self.dst.by_category()
-        return {k: self._row(src.get(k, {}).get("seconds", 0.0),
-                             dst.get(k, {}).get("seconds", 0.0))
-                for k in dict.fromkeys([*src, *dst])}
+        return Rows({k: self._row(src.get(k, {}).get("seconds", 0.0),
+                                  dst.get(k, {}).get("seconds", 0.0))
+                     for k in dict.fromkeys([*src, *dst])})
 
     def by_bound(self) -> dict[str, dict[str, float]]:
         """Per bound *on the source device*: where the source's time goes and how it shrinks."""
@@ -77,7 +78,7 @@ class Comparison:
         if self.src.host_seconds:
             out["host"] = {**self._row(self.src.host_seconds, self.dst.host_seconds),
                            "saved_fraction": 0.0}
-        return out
+        return Rows(out)
 
     def by_op(self) -> Any:
         """Per-op predicted times on both devices (a pandas DataFrame)."""

@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from roofline._table import Rows
 from roofline.analysis import gemm
 from roofline.analysis.options import Options
 from roofline.analysis.rates import Rates, dtype_key
@@ -174,13 +175,13 @@ class Analysis:
         unrated = np.array([e is None for e in self.engine], dtype=bool) & (flops > 0)
         return float(flops[unrated].sum() / flops.sum()) if unrated.any() else 0.0
 
-    def _group(self, keys: list[str]) -> dict[str, dict[str, float]]:
+    def _group(self, keys: list[str]) -> Rows:
         out: dict[str, dict[str, float]] = {}
         for k, s in zip(keys, self.op_seconds, strict=True):
             out.setdefault(k, {"seconds": 0.0, "fraction": 0.0})["seconds"] += float(s)
         for v in out.values():
             v["fraction"] = ratio(v["seconds"], self.seconds) if self.seconds else 0.0
-        return dict(sorted(out.items(), key=lambda kv: -kv[1]["seconds"]))
+        return Rows(sorted(out.items(), key=lambda kv: -kv[1]["seconds"]))
 
     def by_bound(self) -> dict[str, dict[str, float]]:
         """Seconds and fraction of the step per bound (``host`` included when nonzero)."""
@@ -189,7 +190,7 @@ class Analysis:
         if self.host_seconds:
             out["host"] = {"seconds": self.host_seconds,
                            "fraction": self.host_seconds / self.seconds}
-        return out
+        return Rows(out)
 
     def by_category(self) -> dict[str, dict[str, float]]:
         return self._group([str(op.category) for op in self.trace.ops])

@@ -191,11 +191,121 @@ def cmd_analyze(args: argparse.Namespace) -> str:
         _outputs(args, c, lambda: roofline_chart(c))
         if args.json:
             return _json(tables.comparison_dict(c))
-        return tables.analysis_table(a, args.top) + "\n\n" + tables.comparison_table(c)
+        return (tables.analysis_table(a, args.top) + "\n" + _memory_line(t, device) + "\n\n"
+                + tables.comparison_table(c))
     _outputs(args, a, lambda: roofline_chart(a))
     if args.json:
-        return _json(tables.analysis_dict(a, args.top))
-    return tables.analysis_table(a, args.top)
+        return _json({**tables.analysis_dict(a, args.top), "memory": _memory_summary(t, device)})
+    return tables.analysis_table(a, args.top) + "\n" + _memory_line(t, device)
+
+
+# --- memory --------------------------------------------------------------------------
+
+
+def _memory_summary(t: Any, device: Any) -> dict[str, Any]:
+    """Peak and fit of a trace, for ``analyze --json`` (no fit where the device has no size)."""
+    from roofline.analysis import fits, memory
+
+    r = memory(t)
+    out: dict[str, Any] = {"peak_bytes": r.peak_bytes, "peak_op": r.peak_name,
+                           "peak_phase": r.peak_phase, "peak_module": r.peak_module}
+    if device.memory_bytes:
+        f = fits(r, device)
+        out.update(fits=f.fits, required_bytes=f.required_bytes,
+                   capacity_bytes=f.capacity_bytes, margin_bytes=f.margin_bytes)
+    return out
+
+
+def _memory_line(t: Any, device: Any) -> str:
+    """One line for ``analyze``: the peak, and whether it fits the device."""
+    from roofline._si import si
+
+    m = _memory_summary(t, device)
+    line = f"memory: peak {si(m['peak_bytes'], 'B')} ({m['peak_phase']}, {m['peak_op']})"
+    if "fits" not in m:
+        return line + f"; {device.name} has no memory size in the registry: no fit checked"
+    verdict = "fits" if m["fits"] else "does NOT fit"
+    return (line + f"; with allocator overheads {si(m['required_bytes'], 'B')}: {verdict} "
+            f"{device.name}'s {si(m['capacity_bytes'], 'B')} (margin "
+            f"{si(m['margin_bytes'], 'B')}; roofline memory for the details)")
+
+
+def _fit_dict(f: Any) -> dict[str, Any]:
+    return {"fits": f.fits, "device": f.device, "capacity_bytes": f.capacity_bytes,
+            "tensor_bytes": f.tensor_bytes, "overheads": f.overheads,
+            "required_bytes": f.required_bytes, "margin_bytes": f.margin_bytes,
+            "margin_fraction": f.margin_fraction, "assumptions": f.assumptions}
+
+
+def _memory_dict(r: Any, f: Any) -> dict[str, Any]:
+    return {"bytes_by_kind": r.bytes_by_kind, "peak_by_kind": r.peak_by_kind,
+            "peak": {"bytes": r.peak_bytes, "op_index": r.peak_op, "op": r.peak_name,
+                     "module": r.peak_module, "phase": r.peak_phase},
+            "fit": _fit_dict(f)}
+
+
+def _memory_table(r: Any, f: Any) -> str:
+    from roofline._si import si
+    from roofline.tracing.records import STORAGE_KINDS
+
+    where = f"{r.peak_name} (op {r.peak_op}, {r.peak_phase}"
+    where += f", {r.peak_module})" if r.peak_module else ")"
+    lines = [f"peak live tensors: {si(r.peak_bytes, 'B')} at {where}", "",
+             f"  {'kind':<16} {'all step':>10} {'at peak':>10}"]
+    lines += [f"  {k:<16} {si(r.bytes_by_kind[k], 'B'):>10} {si(r.peak_by_kind[k], 'B'):>10}"
+              for k in STORAGE_KINDS]
+    verdict = "fits" if f.fits else "does NOT fit"
+    lines += ["", f"{f.device}: {verdict}: needs {si(f.required_bytes, 'B')} of "
+                  f"{si(f.capacity_bytes, 'B')}, margin {si(f.margin_bytes, 'B')} "
+                  f"({f.margin_fraction:.1%})",
+              f"  tensors          {si(f.tensor_bytes, 'B'):>10}"]
+    lines += [f"  {k:<16} {si(v, 'B'):>10}" for k, v in f.overheads.items()]
+    lines += ["assumptions:"] + [f"  - {a}" for a in f.assumptions]
+    return "\n".join(lines)
+
+
+def cmd_memory(args: argparse.Namespace) -> str:
+    import copy
+
+    from roofline._si import si
+    from roofline.analysis import fits, max_batch, memory
+
+    device = _device(args.device)
+    if args.max_batch and args.batch_size:
+        raise ValueError("--max-batch searches the batch: drop --batch-size")
+    if not args.max_batch:
+        t = _trace(args, device)
+        r = memory(t)
+        f = fits(r, device)
+        return _json(_memory_dict(r, f)) if args.json else _memory_table(r, f)
+
+    def build(batch: int) -> Any:
+        at = copy.copy(args)
+        at.batch_size = batch
+        return _trace(at, device)
+
+    start = time.perf_counter()
+    m = max_batch(build, device, **_options(args))
+    _require_finite(seconds=m.seconds)
+    searched = time.perf_counter() - start
+    found = {"batch": m.batch, "samples_per_s": m.samples_per_s, "seconds": m.seconds,
+             "bytes_per_sample": m.bytes_per_sample, "fixed_bytes": m.fixed_bytes,
+             "predicted_batch": m.predicted_batch, "check_batch": m.check_batch,
+             "fit_error": m.fit_error, "affine": m.affine,
+             "traced": {b: {"required_bytes": r, "seconds": s}
+                        for b, (r, s) in m.traced.items()},
+             "search_seconds": searched}
+    if args.json:
+        return _json({**_memory_dict(m.memory, m.fit), "max_batch": found})
+    affine = ("affine in the batch" if m.affine else
+              f"NOT affine in the batch ({m.fit_error:.1%} off at batch {m.check_batch})")
+    head = [f"largest batch on {m.device}: {m.batch} ({m.samples_per_s:.4g} samples/s, "
+            f"step {si(m.seconds, 's')})",
+            f"memory {affine}: {si(m.bytes_per_sample, 'B')} per sample + "
+            f"{si(m.fixed_bytes, 'B')}; traced batches "
+            + ", ".join(f"{b} ({si(r, 'B')})" for b, (r, _) in m.traced.items())
+            + f" in {searched:.1f} s", "", f"at batch {m.batch}:"]
+    return "\n".join(head) + "\n" + _memory_table(m.memory, m.fit)
 
 
 def cmd_what_if(args: argparse.Namespace) -> str:
@@ -307,6 +417,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="FLOP/s factor (1 if only --bandwidth is given; 2 if neither is)")
     p.add_argument("--bandwidth", type=_factor, help="memory bandwidth factor (default 1)")
     p.set_defaults(func=cmd_what_if)
+
+    p = sub.add_parser("memory", help="memory of a step: by kind, the peak, whether it fits, "
+                                      "the largest batch")
+    _model_args(p)
+    p.add_argument("--max-batch", action="store_true",
+                   help="search the largest batch that fits the device (traced on fake "
+                        "tensors) and the samples/s at it; not with --batch-size")
+    p.set_defaults(func=cmd_memory)
 
     p = sub.add_parser("devices", help="the hardware registry")
     p.add_argument("--vendor")

@@ -16,7 +16,7 @@ from roofline._table import html_table
 from roofline.analysis import Analysis, Comparison, what_if
 from roofline.presentation.explain import explain
 from roofline.presentation.plots._style import require_ops
-from roofline.presentation.tables import seconds
+from roofline.presentation.tables import intensity, seconds
 
 #: Resolution of the embedded charts (a page of four stays well under a megabyte).
 DPI = 100
@@ -39,7 +39,7 @@ def _img(fig: Any, alt: str) -> str:
 def _analysis_tables(a: Analysis, top: int) -> str:
     total = a.seconds or 1.0
     ops = [[op.name.removeprefix("aten."), op.module or "-", op.phase, op.dtype, bound,
-            si(op.flops), si(op.bytes, "B"), f"{op.intensity:.3g}", seconds(s),
+            si(op.flops), si(op.bytes, "B"), intensity(op), seconds(s),
             f"{s / total:.1%}"] for op, s, bound in a.top(top)]
     parts = [
         f"<p>{escape(a.device.name)}: predicted step {seconds(a.seconds)} "

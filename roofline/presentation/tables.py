@@ -8,6 +8,12 @@ from typing import Any
 from roofline._si import si
 from roofline.analysis import Analysis, Comparison
 from roofline.presentation.explain import explain
+from roofline.tracing.records import OpRecord
+
+
+def intensity(op: OpRecord) -> str:
+    """FLOP/B of an op; ``-`` for one that moves no bytes (its intensity is undefined)."""
+    return f"{op.intensity:.3g}" if op.bytes else "-"
 
 
 def seconds(x: float) -> str:
@@ -30,7 +36,7 @@ def analysis_table(a: Analysis, top: int = 15) -> str:
     for op, s, bound in a.top(top):
         module = op.module if len(op.module) <= 40 else "..." + op.module[-37:]
         rows.append([op.name.removeprefix("aten."), module or "-", op.phase, op.dtype, bound,
-                     si(op.flops), si(op.bytes, "B"), f"{op.intensity:.3g}", seconds(s),
+                     si(op.flops), si(op.bytes, "B"), intensity(op), seconds(s),
                      f"{s / total:.1%}"])
     out = [f"{a.device.name}: predicted step {seconds(a.seconds)} "
            f"({len(a.trace.ops)} ops, {si(a.trace.total_flops, 'FLOP')}, "

@@ -199,6 +199,10 @@ class Totals:
         )
 
 
+def _ops(count: int) -> str:
+    return "op " if count == 1 else "ops"
+
+
 class Breakdown(dict[str, Totals]):
     """Totals per group (module, category or phase), largest FLOPs first."""
 
@@ -206,7 +210,7 @@ class Breakdown(dict[str, Totals]):
         if not self:
             return "Breakdown({})"
         width = max(len(k) for k in self)
-        rows = [f"  {k:<{width}}  {v.count:>6} ops  {si(v.flops, 'FLOP'):>10}  "
+        rows = [f"  {k:<{width}}  {v.count:>6} {_ops(v.count)}  {si(v.flops, 'FLOP'):>10}  "
                 f"{si(v.bytes, 'B'):>8}" for k, v in self.items()]
         return "Breakdown(\n" + "\n".join(rows) + "\n)"
 
@@ -233,9 +237,9 @@ class Trace:
     ----------
     ops : the op records, in execution order.
     meta : free-form facts about the capture (model, train, fake, torch version...).
-    storages : storage id (as in ``OpRecord.input_ids``/``output_ids``) -> :class:`Storage`,
+    storages : storage id (as in ``OpRecord.input_ids`` and ``output_ids``) -> :class:`Storage`,
         for memory analyses; empty for traces saved before it existed, and for
-        :meth:`filter`ed traces (their op indices no longer match).
+        traces made by :meth:`filter` (their op indices no longer match).
     """
 
     ops: list[OpRecord] = field(default_factory=list)

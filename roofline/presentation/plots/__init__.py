@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from roofline.analysis import Validation
+from roofline.presentation.plots._style import drawing
 from roofline.presentation.plots.bars import compare_devices, time_breakdown
 from roofline.presentation.plots.chart import roofline_chart, roofline_data
 from roofline.presentation.plots.speedup import speedup_curve
@@ -31,16 +32,14 @@ def validation_scatter(v: Validation, ax: Axes | None = None) -> Axes:
 
     Draws into ``ax`` when given; never calls ``plt.show()``.
     """
-    import matplotlib.pyplot as plt
-
     pred, meas = v.per_op()
-    if ax is None:
-        _, ax = plt.subplots(figsize=(5, 5))
-    ax.loglog(meas, pred, ".", alpha=0.5)
-    lo = max(min(meas.min(initial=1e-7), pred.min(initial=1e-7)), 1e-9)
-    hi = max(meas.max(initial=1e-3), pred.max(initial=1e-3))
-    ax.plot([lo, hi], [lo, hi], "k--", lw=1, label="predicted = measured")
-    ax.set_xlabel("measured seconds per op")
-    ax.set_ylabel("predicted seconds per op")
-    ax.set_title(f"{v.analysis.device.name}: step error {v.error:+.0%}")
-    return ax
+    with drawing(ax, (5.0, 5.0)) as out:
+        out.loglog(meas, pred, ".", alpha=0.5)
+        lo = max(min(meas.min(initial=1e-7), pred.min(initial=1e-7)), 1e-9)
+        hi = max(meas.max(initial=1e-3), pred.max(initial=1e-3))
+        out.plot([lo, hi], [lo, hi], "k--", lw=1, label="predicted = measured")
+        out.set_xlabel("measured seconds per op")
+        out.set_ylabel("predicted seconds per op")
+        out.set_title(f"{v.analysis.device.name}: step error {v.error:+.0%}", loc="left")
+        out.legend(loc="upper left", frameon=False)
+    return out

@@ -7,6 +7,8 @@ No chart touches matplotlib's global state: each draws inside :func:`style` (an
 from __future__ import annotations
 
 import contextlib
+import itertools
+import math
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +62,35 @@ def axes(ax: Axes | None, size: tuple[float, float]) -> Axes:
     return new
 
 
+@contextlib.contextmanager
+def drawing(ax: Axes | None, size: tuple[float, float]) -> Iterator[Axes]:
+    """:func:`style` and :func:`axes` together; a figure made here is closed again if the
+    chart raises (pyplot would hold it open until the process ends), a caller's never."""
+    with style():
+        new = axes(ax, size)
+        try:
+            yield new
+        except BaseException:
+            if ax is None:
+                import matplotlib.pyplot as plt
+
+                plt.close(new.get_figure(root=True))
+            raise
+
+
+def legend_spot(ax: Axes, given: Axes | None) -> dict[str, Any]:
+    """Where a chart's legend goes: beside the axes of a figure the chart made, inside the
+    axes (``loc="best"``) of a caller's, whose neighbour panels a legend outside would cover."""
+    if given is None:
+        return {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "borderaxespad": 0.0}
+    return {"loc": "best", "framealpha": 0.85}
+
+
+def plural(n: int, word: str) -> str:
+    """``1 op call``, ``2 op calls``."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
 def analyses(obj: Analysis | Comparison, caller: str) -> tuple[Analysis, Analysis | None]:
     """(src, dst) of a Comparison, (analysis, None) of an Analysis; TypeError otherwise."""
     if isinstance(obj, Comparison):
@@ -79,10 +110,68 @@ def require_ops(a: Analysis, caller: str) -> None:
 
 
 def model_name(a: Analysis) -> str:
-    """The traced model's name (``trace.meta['model']``), or "step" when not recorded."""
+    """The traced model's name, ``trace.meta['model']`` (``roofline.trace`` records the
+    module's class name there; set it to a better one, e.g. ``"GPT-2 124M"``), or "step"."""
     return str(a.trace.meta.get("model") or "step")
 
 
 def ms(seconds: float) -> str:
     """A time for a chart label (``11.6 ms``)."""
     return si(seconds, "s")
+
+
+def line_pixels(ax: Axes, lines: list[Any], step_px: float = 2.0) -> Any:
+    """Points every ``step_px`` pixels along the drawn ``lines`` (Line2D), in display
+    coordinates: what a label placed in pixels must not cover."""
+    import numpy as np
+
+    out = [np.empty((0, 2))]
+    for line in lines:
+        xy = np.column_stack([line.get_xdata(), line.get_ydata()]).astype(float)
+        with np.errstate(all="ignore"):  # a log axis maps values <= 0 to no pixel
+            px = ax.transData.transform(xy)
+        px = px[np.isfinite(px).all(axis=1)]
+        out.append(px)
+        for (x0, y0), (x1, y1) in itertools.pairwise(px):
+            n = int(math.hypot(x1 - x0, y1 - y0) / step_px)
+            if n > 1:
+                t = np.linspace(0, 1, n)[:, None]
+                out.append(np.column_stack([x0 + t[:, 0] * (x1 - x0), y0 + t[:, 0] * (y1 - y0)]))
+    return np.concatenate(out)
+
+
+def covers(box: Any, points: Any) -> bool:
+    """Whether the pixel ``box`` (a Bbox) holds any of ``points`` (N x 2 pixels)."""
+    if not len(points):
+        return False
+    x, y = points[:, 0], points[:, 1]
+    return bool(((x >= box.x0) & (x <= box.x1) & (y >= box.y0) & (y <= box.y1)).any())
+
+
+def renderer(ax: Axes) -> Any:
+    """The figure's renderer, for text extents before the figure is drawn."""
+    fig = ax.figure
+    get = getattr(fig.canvas, "get_renderer", None)
+    return get() if get is not None else fig._get_renderer()  # type: ignore[union-attr]
+
+
+def settle(ax: Axes) -> None:
+    """Run the figure's layout engine now, so that pixel positions are final."""
+    fig = ax.get_figure(root=True)
+    engine = fig.get_layout_engine() if fig is not None else None
+    if fig is not None and engine is not None:
+        engine.execute(fig)
+
+
+def text_box(artist: Any, renderer: Any) -> Any:
+    """The box of an annotation's text alone (its own extent includes the leader line)."""
+    from matplotlib.text import Text
+
+    artist.update_positions(renderer)  # where the text goes: set when drawn, else now
+    return Text.get_window_extent(artist, renderer)
+
+
+def inside(box: Any, frame: Any) -> bool:
+    """Whether pixel box ``box`` lies within ``frame`` (the axes' box)."""
+    return bool(box.x0 >= frame.x0 and box.x1 <= frame.x1 and box.y0 >= frame.y0
+                and box.y1 <= frame.y1)

@@ -13,11 +13,11 @@ from roofline.presentation.plots._style import (
     CATEGORY_COLORS,
     LIGHT,
     analyses,
-    axes,
+    drawing,
+    legend_spot,
     model_name,
     ms,
     require_ops,
-    style,
 )
 from roofline.tracing.records import Trace
 
@@ -28,18 +28,21 @@ if TYPE_CHECKING:
 TOP_CATEGORIES = len(CATEGORY_COLORS) - 1
 #: A segment narrower than this share of the longest bar gets no text inside.
 MIN_LABEL_SHARE = 0.10
+#: x limit over the longest bar in a caller's panel, where the legend goes inside the axes
+ROOM = 1.7
 
 
 def _bar(ax: Axes, row: int, parts: list[tuple[str, float, str]], longest: float,
-         gid: str) -> None:
-    """One horizontal stacked bar of ``(name, seconds, colour)`` parts, names inside."""
+         gid: str, hatch: str | None = None) -> None:
+    """One horizontal stacked bar of ``(name, seconds, colour)`` parts, names inside
+    (``hatch`` over every part: a time that leaves some FLOPs uncosted)."""
     left = 0.0
     total = sum(s for _, s, _ in parts)
     for name, seconds, color in parts:
         if seconds <= 0:
             continue
         ax.barh(row, seconds * 1e3, left=left * 1e3, color=color, edgecolor="white",
-                height=0.62, gid=f"{gid}:{name}", label=name)
+                height=0.62, gid=f"{gid}:{name}", label=name, hatch=hatch)
         if seconds >= MIN_LABEL_SHARE * longest:
             ax.text((left + seconds / 2) * 1e3, row, f"{name}\n{seconds / total:.0%}",
                     ha="center", va="center", fontsize=7.5,
@@ -48,13 +51,18 @@ def _bar(ax: Axes, row: int, parts: list[tuple[str, float, str]], longest: float
     ax.text(left * 1e3, row, f"  {ms(left)}", ha="left", va="center", fontsize=8.5)
 
 
-def _legend(ax: Axes, parts: list[tuple[str, float, str]]) -> None:
-    """One legend entry per segment name that has time, beside the axes."""
+def _legend(ax: Axes, parts: list[tuple[str, float, str]], given: Axes | None,
+            extra: Sequence[Any] = ()) -> None:
+    """One legend entry per segment name that has time (and ``extra`` handles), beside
+    the axes of the chart's own figure, inside a caller's."""
     from matplotlib.patches import Patch
 
     seen = dict.fromkeys((name, color) for name, seconds, color in parts if seconds > 0)
-    ax.legend(handles=[Patch(color=color, label=name) for name, color in seen],
-              loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, borderaxespad=0)
+    handles = [Patch(color=color, label=name) for name, color in seen] + list(extra)
+    if given is None:
+        ax.legend(handles=handles, frameon=False, **legend_spot(ax, given))
+    else:  # a caller's panel: in the room right of the bars that the x limit leaves (ROOM)
+        ax.legend(handles=handles, loc="upper right", fontsize=6.5, framealpha=0.85)
 
 
 def _categories(a: Analysis, keep: list[str]) -> list[tuple[str, float, str]]:
@@ -93,17 +101,17 @@ def time_breakdown(analysis_or_comparison: Analysis | Comparison,
     rows += [(f"{a.device.name}\nby category", _categories(a, keep), f"category:{i}")
              for i, a in enumerate(sides)]
     longest = max(a.seconds for a in sides)
-    with style():
-        ax = axes(ax, (9.0, 1.2 + 0.75 * len(rows)))
+    with drawing(ax, (9.0, 1.2 + 0.75 * len(rows))) as out:
+        given, ax = ax, out
         for i, (_, parts, gid) in enumerate(rows):
             _bar(ax, len(rows) - 1 - i, parts, longest or 1.0, gid)
         ax.set_yticks(range(len(rows)))
         ax.set_yticklabels([label for label, _, _ in reversed(rows)])
-        ax.set_xlim(0, longest * 1e3 * 1.15 if longest else 1.0)
+        ax.set_xlim(0, longest * 1e3 * (1.15 if given is None else ROOM) if longest else 1.0)
         ax.set_xlabel("predicted step time (ms)")
         for side in ("top", "right"):
             ax.spines[side].set_visible(False)
-        _legend(ax, [p for _, parts, _ in rows for p in parts])
+        _legend(ax, [p for _, parts, _ in rows for p in parts], given)
         if longest <= 0:
             ax.text(0.5, 0.5, "the trace predicts no device time (views only)",
                     transform=ax.transAxes, ha="center", va="center")
@@ -137,20 +145,41 @@ def compare_devices(trace: Trace, devices: Sequence[str | DeviceSpec], ax: Axes 
     base = results[0]
     order = sorted(results, key=lambda a: -a.seconds)  # barh draws from the bottom up
     longest = order[0].seconds
-    with style():
-        ax = axes(ax, (8.5, 1.0 + 0.5 * len(order)))
+    # a device that lists no compute rate for some FLOPs (fp32 on a TPU) costs them by bytes
+    # and overhead only: its time is a lower bound, and its rank may be too good. Its bar
+    # stays, hatched and said so, rather than silently ranked or silently dropped.
+    uncosted = {id(a) for a in results if a.unrated_flops_share > 0}
+    with drawing(ax, (8.5, 1.0 + 0.5 * len(order))) as out:
+        given, ax = ax, out
         for row, a in enumerate(order):
-            _bar(ax, row, _bounds(a), longest or 1.0, f"device:{a.device.name}")
+            hatch = "//" if id(a) in uncosted else None
+            _bar(ax, row, _bounds(a), longest or 1.0, f"device:{a.device.name}", hatch)
             speed = base.seconds / a.seconds if a.seconds else float("inf")
-            ax.text(a.seconds * 1e3 * 1.0, row - 0.38, f"  {speed:.2f}x vs {base.device.name}",
-                    ha="left", va="center", fontsize=7, color="#555555")
+            note = f"  {speed:.2f}x vs {base.device.name}"
+            if id(a) in uncosted:
+                note += (f"; {a.unrated_flops_share:.0%} of the FLOPs not costed (no "
+                         "compute rate listed): a lower bound")
+            # under the bar, from its end; right-aligned to it when the bar is long
+            right = a.seconds > 0.6 * longest
+            ax.text(a.seconds * 1e3, row - 0.42, note.strip() if right else note,
+                    ha="right" if right else "left", va="center", fontsize=7,
+                    color="#555555", clip_on=True)
         ax.set_yticks(range(len(order)))
-        ax.set_yticklabels([a.device.name for a in order])
-        ax.set_xlim(0, longest * 1e3 * 1.25 if longest else 1.0)
+        ax.set_yticklabels([a.device.name + (" *" if id(a) in uncosted else "")
+                            for a in order])
+        ax.set_ylim(-0.7, len(order) - 0.45)  # room for the lowest bar's speedup note
+        ax.set_xlim(0, longest * 1e3 * (1.25 if given is None else ROOM) if longest else 1.0)
         ax.set_xlabel("predicted step time (ms)")
         for side in ("top", "right"):
             ax.spines[side].set_visible(False)
-        _legend(ax, [p for a in order for p in _bounds(a)])
-        ax.set_title(f"{model_name(base)}: predicted step time per device, split by bound",
-                     loc="left")
+        from matplotlib.patches import Patch
+
+        extra = [Patch(facecolor="white", edgecolor="#555555", hatch="//",
+                       label="* FLOPs not costed")] if uncosted else []
+        _legend(ax, [p for a in order for p in _bounds(a)], given, extra)
+        title = f"{model_name(base)}: predicted step time per device, split by bound"
+        if uncosted:
+            title += ("\n* hatched: the device lists no compute rate for some of the step's "
+                      "FLOPs; its time is a lower bound, not a ranking")
+        ax.set_title(title, loc="left")
     return ax

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import re
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -28,17 +29,25 @@ import numpy as np
 
 from roofline._si import si
 from roofline.analysis import Analysis, Comparison
+from roofline.analysis.rates import dtype_key
 from roofline.analysis.timing import FREE, ROOFS
 from roofline.hardware import DeviceSpec, get_device
 from roofline.hardware.engines import Engine
 from roofline.presentation.plots._style import (
     BOUND_COLORS,
     analyses,
-    axes,
+    covers,
+    drawing,
+    inside,
+    legend_spot,
+    line_pixels,
     model_name,
     ms,
+    plural,
+    renderer,
     require_ops,
-    style,
+    settle,
+    text_box,
 )
 from roofline.tracing.records import MATRIX_CATEGORIES, OpRecord
 
@@ -208,10 +217,9 @@ def _datasheet(spec: DeviceSpec) -> DeviceSpec | None:
         return None
 
 
-def _draw_roofs(ax: Axes, rs: list[Roof], x_lo: float, x_hi: float, device: str,
-                placed: list[Any], avoid: list[Any], who: str = "") -> None:
-    """The bandwidth slope up to the highest ridge, each roof from its ridge on, the
-    ridge points, and a label per line placed clear of earlier ones (kept in ``placed``)."""
+def _draw_roofs(ax: Axes, rs: list[Roof], x_lo: float, x_hi: float, who: str) -> None:
+    """The bandwidth slope up to the highest ridge, each roof from its ridge on, and the
+    ridge points (labelled by :func:`_label_roofs` once every line is drawn)."""
     if not rs:
         return
     bw, color, style_ = rs[0].bandwidth_bytes_per_s, rs[0].color, rs[0].linestyle
@@ -223,67 +231,99 @@ def _draw_roofs(ax: Axes, rs: list[Roof], x_lo: float, x_hi: float, device: str,
                 ls=r.linestyle, gid=f"roof:{who}:{r.label}")
         ax.plot([r.ridge_point], [r.flops_per_s], "o", ms=4, color=r.color,
                 gid=f"ridge:{who}:{r.label}")
-        spots = [(x, r.flops_per_s, 0, dy, ha) for x, ha in
-                 ((x_hi / 1.15, "right"), (r.ridge_point * 1.2, "left"),
-                  (math.sqrt(r.ridge_point * x_hi), "center")) for dy in (2, 8, -3)]
-        _place(ax, f"{device}{r.label}", spots, placed, avoid, fontsize=7.5, color=r.color)
+
+
+def _draw_slope(ax: Axes, bw: float, x_lo: float, x_hi: float, who: str) -> None:
+    """The bandwidth slope alone, across the view: a device with no compute roof for the
+    trace's FLOPs still bounds every op by its bytes."""
+    ax.plot([x_lo, x_hi], [bw * x_lo, bw * x_hi], color="#222222", lw=1.6,
+            gid=f"bandwidth:{who}")
+
+
+def _roof_lines(ax: Axes) -> list[Any]:
+    """The drawn slopes, roofs and overhead floor: what a roof label must not sit on."""
+    return [ln for ln in ax.get_lines() if (ln.get_gid() or "").startswith(
+        ("bandwidth:", "roof:", "overhead-floor"))]
+
+
+def _label_roofs(ax: Axes, rs: list[Roof], x_hi: float, placed: list[Any],
+                 avoid: list[Any], who: str) -> None:
+    """A label per roof, ridge and slope, clear of earlier labels (kept in ``placed``), of
+    the ``avoid`` markers and of every roof line of every device on the chart."""
+    lines = _roof_lines(ax)
+    near = line_pixels(ax, lines)
+    for r in sorted(rs, key=lambda r: -r.flops_per_s):
+        # right end of the roof; else above the roofline left of the ridge, where no op can
+        # be (compute-bound ops sit on the roof itself); else anywhere along the roof
+        spots = [(x_hi / 1.15, r.flops_per_s, 0, 2, "right")]
+        spots += [(r.ridge_point, r.flops_per_s, -8, dy, "right") for dy in (11, 3, 19, 27)]
+        spots += [(x, r.flops_per_s, 0, dy, ha) for x, ha in
+                  ((x_hi / 1.15, "right"), (r.ridge_point * 1.2, "left"),
+                   (math.sqrt(r.ridge_point * x_hi), "center"))
+                  for dy in (-3, 9, -10, 16)]
+        _place(ax, r.label, spots, placed, avoid, near, fontsize=7.5, color=r.color)
         # the ridge's value up and left of its dot: above the roofline, where no op can be
         spots = [(r.ridge_point, r.flops_per_s, dx, dy, "right") for dx, dy in
                  ((-4, 3), (-4, 11), (-14, 3), (-4, 19), (-24, 3), (-14, 19), (-4, 27))]
-        _place(ax, f"ridge {r.ridge_point:.3g} FLOP/B", spots, placed, avoid, fontsize=7,
-               color=r.color)
-    # the slope's label runs along it, at its on-screen angle
+        _place(ax, f"ridge {r.ridge_point:.3g} FLOP/B", spots, placed, avoid, near,
+               required=False, fontsize=7, color=r.color)
+    # the slope's label runs along it, at its on-screen angle (its box, upright, holds the
+    # slope itself: only the other lines count)
+    slope = [ln for ln in lines if ln.get_gid() == f"bandwidth:{who}"]
+    if not slope:
+        return
+    (x0, x1), (y0, y1) = slope[0].get_xdata(), slope[0].get_ydata()
+    bw = y0 / x0
     spots = []
-    for frac in (0.55, 0.4, 0.7, 0.25, 0.85):
-        x = x_lo * (top / x_lo) ** frac
-        spots.append((x, bw * x, 0, 3, "center"))
-    (x0, y0), (x1, y1) = ax.transData.transform([(x_lo, bw * x_lo), (top, bw * top)])
-    angle = math.degrees(math.atan2(y1 - y0, x1 - x0))
-    _place(ax, f"{device}memory {si(bw, 'B/s')}", spots, placed, avoid, fontsize=7.5,
-           color=color,
-           rotation=angle, rotation_mode="anchor")
+    for dy in (3, 12):  # on the slope, else a little above it, clear of its points
+        for frac in (0.55, 0.4, 0.7, 0.25, 0.85):
+            x = x0 * (x1 / x0) ** frac
+            spots.append((x, bw * x, 0, dy, "center"))
+    (p0, q0), (p1, q1) = ax.transData.transform([(x0, y0), (x1, y1)])
+    angle = math.degrees(math.atan2(q1 - q0, p1 - p0))
+    color = slope[0].get_color()
+    _place(ax, f"memory {si(bw, 'B/s')}", spots, placed, avoid,
+           line_pixels(ax, [ln for ln in lines if ln is not slope[0]]), fontsize=7.5,
+           color=color, rotation=angle, rotation_mode="anchor")
 
 
 def _place(ax: Axes, text: str, spots: Sequence[tuple[float, float, float, float, str]],
-           placed: list[Any], avoid: list[Any], **kw: Any) -> Any:
+           placed: list[Any], avoid: list[Any], lines: Any = (), required: bool = True,
+           **kw: Any) -> Any:
     """``text`` at the first (x, y, dx, dy points, ha) spot inside the axes and clear of
-    ``placed`` text and ``avoid`` markers; else the first clear of text only; else the
-    first spot (a roof keeps its label)."""
-    renderer = _renderer(ax)
-    texts = [_text_box(t, renderer) for t in placed]
-    frame = ax.get_window_extent(renderer)
+    ``placed`` text, ``avoid`` markers and ``lines`` (pixel points along drawn lines); else
+    the first clear of text only; else, if ``required``, the first spot (a roof keeps its
+    label), and if not, no label (None)."""
+    rend = renderer(ax)
+    texts = [text_box(t, rend) for t in placed]
+    frame = ax.get_window_extent(rend)
 
     def draw(spot: tuple[float, float, float, float, str]) -> Any:
         x, y, dx, dy, ha = spot
         return ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points", ha=ha,
-                           va="bottom" if dy > 0 else "top", zorder=5, **kw)
+                           va="bottom" if dy > 0 else "top", zorder=5, clip_on=True, **kw)
 
-    fallback = spots[0]
-    for i, spot in enumerate(spots):
+    fallback, clear = spots[0], False
+    for spot in spots:
         artist = draw(spot)
-        box = _text_box(artist, renderer)
+        box = text_box(artist, rend)
         artist.remove()
-        inside = (box.x0 >= frame.x0 and box.x1 <= frame.x1 and box.y0 >= frame.y0
-                  and box.y1 <= frame.y1)
-        if not inside or any(box.overlaps(b) for b in texts):
+        box = box.padded(2)  # a little air between neighbouring labels
+        if not inside(box, frame) or any(box.overlaps(b) for b in texts):
             continue
-        if not any(box.overlaps(b) for b in avoid):
-            fallback = spot
+        if not any(box.overlaps(b) for b in avoid) and not covers(box, np.asarray(lines)):
+            fallback, clear = spot, True
             break
-        if fallback is spots[0] and i:  # clear of text, over a marker: second best
-            fallback = spot
+        if not clear:  # clear of text, over a marker or a line: second best
+            fallback, clear = spot, True
+    if not clear and not required:
+        return None
     artist = draw(fallback)
     placed.append(artist)
     return artist
 
 
 # --------------------------------------------------------------------------- labels
-
-def _renderer(ax: Axes) -> Any:
-    fig = ax.figure
-    get = getattr(fig.canvas, "get_renderer", None)
-    return get() if get is not None else fig._get_renderer()  # type: ignore[union-attr]
-
 
 # offsets (points) tried in turn: beside the marker, then further out on a leader line
 _OFFSETS = [(d * sx, d * sy * 0.8 + (2 if sy > 0 else -2)) for d in (9, 18, 30, 45, 62, 82, 105)
@@ -307,10 +347,10 @@ def place_labels(ax: Axes, xs: np.ndarray, ys: np.ndarray, labels: list[str],
     """Greedy label placement: each label at the first offset whose box overlaps no
     earlier label, roof label, marker box (``markers``; a label may cover its own point's)
     or the axes' edge; a label with no free spot is left out."""
-    renderer = _renderer(ax)
-    boxes = [_text_box(t, renderer).expanded(1.02, 1.1) for t in placed]
+    rend = renderer(ax)
+    boxes = [text_box(t, rend).expanded(1.02, 1.1) for t in placed]
     markers = markers or []
-    frame = ax.get_window_extent(renderer)
+    frame = ax.get_window_extent(rend)
     out = []
     for x, y, label in zip(xs, ys, labels, strict=True):
         (cx, cy), = ax.transData.transform([(x, y)])
@@ -318,38 +358,20 @@ def place_labels(ax: Axes, xs: np.ndarray, ys: np.ndarray, labels: list[str],
             far = math.hypot(dx, dy) > 12
             text = ax.annotate(label, (x, y), xytext=(dx, dy), textcoords="offset points",
                                ha="left" if dx > 0 else "right", va="center", fontsize=7,
-                               color="#111111", zorder=6,
+                               color="#111111", zorder=6, clip_on=True,
                                arrowprops={"arrowstyle": "-", "lw": 0.5, "color": "#666666",
                                            "shrinkA": 0, "shrinkB": 3} if far else None,
                                bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none",
                                      "alpha": 0.8})
-            box = _text_box(text, renderer)
-            inside = (box.x0 >= frame.x0 and box.x1 <= frame.x1 and box.y0 >= frame.y0
-                      and box.y1 <= frame.y1)
+            box = text_box(text, rend)
             hits = any(box.overlaps(b) for b in boxes) or any(
                 box.overlaps(m) and not m.contains(cx, cy) for m in markers)
-            if inside and not hits:
+            if inside(box, frame) and not hits:
                 boxes.append(box)
                 out.append(text)
                 break
             text.remove()
     return out
-
-
-def _text_box(artist: Any, renderer: Any) -> Any:
-    """The box of an annotation's text alone (its own extent includes the leader line)."""
-    from matplotlib.text import Text
-
-    artist.update_positions(renderer)  # where the text goes: set when drawn, else now
-    return Text.get_window_extent(artist, renderer)
-
-
-def _settle(ax: Axes) -> None:
-    """Run the figure's layout engine now, so that pixel positions are final."""
-    fig = ax.get_figure(root=True)
-    engine = fig.get_layout_engine() if fig is not None else None
-    if fig is not None and engine is not None:
-        engine.execute(fig)
 
 
 def _short(label: str, n: int = 38) -> str:
@@ -370,17 +392,29 @@ def _notes(a: Analysis, df: Any, on: np.ndarray, prefix: str) -> list[str]:
     off = ~on
     if off.any():
         share = float(df.loc[off, f"{prefix}seconds"].sum() / a.seconds) if a.seconds else 0.0
-        notes.append(f"not on the chart: {int(df.loc[off, 'count'].sum())} op calls with no "
-                     f"FLOPs or bytes (copies, views), {share:.0%} of the step")
+        notes.append(f"not on the chart: {plural(int(df.loc[off, 'count'].sum()), 'op call')} "
+                     f"with no FLOPs or bytes (copies, views), {share:.0%} of the step")
     unrated = ~df["rated"].to_numpy(bool)
     if unrated.any():
-        notes.append(f"{int(df.loc[unrated, 'count'].sum())} op calls with FLOPs in a dtype "
-                     f"{a.device.name} has no roof for (hollow points, costed by bytes and "
-                     "overhead)")
-    matrix_ops = any(op.category in MATRIX_CATEGORIES and op.flops > 0 for op in a.trace.ops)
+        dtypes = sorted({dtype_key(op.dtype) or op.dtype for op, e in
+                         zip(a.trace.ops, a.engine, strict=True) if e is None and op.flops > 0})
+        notes.append(f"{a.device.name} lists no compute rate for {'/'.join(dtypes)} ops "
+                     f"({a.unrated_flops_share:.0%} of the FLOPs, "
+                     f"{plural(int(df.loc[unrated, 'count'].sum()), 'op call')}): hollow "
+                     "points, costed by bytes and overhead only (their time a lower bound)")
+    # matmuls the device rates, none on a matrix engine (unrated ones are said above)
+    matrix_ops = any(op.category in MATRIX_CATEGORIES and op.flops > 0 and e is not None
+                     for op, e in zip(a.trace.ops, a.engine, strict=True))
     if matrix_ops and not any(e is not None and e.matrix for e in a.engine):
-        notes.append(f"{a.device.name} has no matrix units for these dtypes: matmuls run on "
-                     "the vector roof")
+        fp32 = {dtype_key(op.dtype) for op, e in zip(a.trace.ops, a.engine, strict=True)
+                if op.category in MATRIX_CATEGORIES and e is not None} == {"fp32"}
+        if fp32 and a.device.peak_flops_per_s("tf32", "matrix") and not a.options.tf32_matmul:
+            notes.append("fp32 matmuls run on the vector units with TF32 off (PyTorch's "
+                         f"default; tf32_matmul=True costs them on {a.device.name}'s TF32 "
+                         "matrix units)")
+        else:
+            notes.append(f"{a.device.name} has no matrix units for these dtypes: matmuls run "
+                         "on the vector roof")
     bounds = set(df.loc[on, f"{prefix}bound"]) if on.any() else set()
     if bounds == {"overhead"}:
         notes.append("every op shown is overhead-bound: more FLOP/s or bandwidth gains nothing")
@@ -388,10 +422,11 @@ def _notes(a: Analysis, df: Any, on: np.ndarray, prefix: str) -> list[str]:
 
 
 def _floor(ax: Axes, a: Analysis, x_lo: float, x_hi: float, y_lo: float,
-           placed: list[Any]) -> None:
+           placed: list[Any], avoid: list[Any]) -> None:
     """The overhead floor of the median overhead-bound op, F/L, with the region below."""
     over = [op.flops / op.kernels for op, b in zip(a.trace.ops, a.bound, strict=True)
             if b == "overhead" and op.flops > 0 and op.kernels > 0]
+    # no op with FLOPs is overhead-bound: no floor to draw (its level would be no op's)
     latency = a.device.launch_overhead_seconds
     if not over or not latency or not a.options.overhead:
         return
@@ -403,11 +438,13 @@ def _floor(ax: Axes, a: Analysis, x_lo: float, x_hi: float, y_lo: float,
                     alpha=0.10, lw=0, zorder=0)
     ax.plot([x_lo, x_hi], [level] * 2, ls=":", lw=1.2, color=BOUND_COLORS["overhead"],
             gid="overhead-floor")
-    text = (f"overhead floor: {si(per_kernel, 'FLOP')} per kernel (median overhead-bound op)"
-            f" / {ms(latency)} launch = {si(level, 'FLOP/s')}")
+    share = a.by_bound().get("overhead", {}).get("fraction", 0.0)
+    text = (f"overhead floor: {si(per_kernel, 'FLOP')} per kernel / {ms(latency)} launch = "
+            f"{si(level, 'FLOP/s')}\n(median of {plural(len(over), 'overhead-bound op')}, "
+            f"{share:.0%} of the step)")
     spots = [(x_hi / 1.1, level, 0, -3, "right"), (x_lo * 1.1, level, 0, -3, "left"),
-             (x_hi / 1.1, level, 0, 2, "right")]
-    _place(ax, text, spots, placed, [], fontsize=7, color="#444444")
+             (x_hi / 1.1, level, 0, 2, "right"), (x_lo * 1.1, level, 0, 2, "left")]
+    _place(ax, text, spots, placed, avoid, fontsize=7, color="#444444")
 
 
 def _shade(ax: Axes, r: Roof, x_lo: float, x_hi: float, y_lo: float,
@@ -454,112 +491,140 @@ def roofline_chart(analysis_or_comparison: Analysis | Comparison, ax: Axes | Non
     Raises
     ------
     ValueError
-        For an empty trace or an unknown ``group_by``. What the chart cannot show (ops
-        with no FLOPs, FLOPs with no roof, a device without matrix units, a step that is
-        all overhead) is said in its title.
+        For an empty trace or an unknown ``group_by``.
+    TypeError
+        For anything but an Analysis or a Comparison.
+
+    Notes
+    -----
+    What the chart cannot show is said in its title, not raised: ops with no FLOPs, FLOPs
+    the device lists no compute rate for (an fp32 step on a TPU: the bandwidth slope and
+    the points are drawn, hollow, with no roof; their share of the FLOPs is given), a
+    device without matrix units, a step that is all overhead.
     """
     src, dst = analyses(analysis_or_comparison, "roofline_chart")
     require_ops(src, "roofline_chart")
     df = roofline_data(analysis_or_comparison, group_by)
+    with drawing(ax, (9.5, 6.0)) as out:
+        _chart(out, src, dst, df, group_by, top, given=ax)
+    return out
+
+
+def _chart(ax: Axes, src: Analysis, dst: Analysis | None, df: Any, group_by: str, top: int,
+           given: Axes | None) -> None:
     prefix = "" if dst is None else "src_"
     x = df["intensity"].to_numpy(float)
     y = df[f"{prefix}attained_flops_per_s"].to_numpy(float)
     on = np.isfinite(x) & (x > 0) & (y > 0)
-    with style():
-        ax = axes(ax, (9.5, 6.0))
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        engines = list(dict.fromkeys(_engines(src) + (_engines(dst) if dst else [])))
-        if not engines:  # no op ran FLOPs on an engine: show the device's fp32 vector roof
-            engines = [Engine("vector", "fp32")]
-        main = roofs(src.device, engines)
-        other = roofs(dst.device, engines, "--", color=DST_COLOR) if dst is not None else []
-        sheet = _datasheet(src.device)
-        sheet_roofs = roofs(sheet, engines, ":", "datasheet ", "#8C8C8C") if sheet else []
-        all_roofs = main + other + sheet_roofs
-        if not all_roofs:
-            raise ValueError(f"roofline_chart(): {src.device.name} lists no compute peak for "
-                             f"{', '.join(map(str, engines))}; nothing to draw a roof from")
-        ys_dst = df["dst_attained_flops_per_s"].to_numpy(float) if dst is not None else y
-        d_on = on & (ys_dst > 0)
-        ridges = [r.ridge_point for r in all_roofs]
-        peaks = [r.flops_per_s for r in all_roofs]
-        # the view: the roofs and the points, but no more than X_SPAN decades left of the
-        # lowest ridge and Y_SPAN below the highest roof (a stray 1-FLOP op would squeeze
-        # the rest into a corner); points beyond are drawn on its edge as triangles
-        x_lo = max(min([*x[on], *ridges]) / 2, min(ridges) / 10 ** X_SPAN)
-        x_hi = max([*x[on], *ridges]) * 12  # room right of the top ridge for roof labels
-        y_hi = max([*y[on], *ys_dst[d_on], *peaks]) * 3
-        y_lo = max(min([*y[on], *ys_dst[d_on],
-                        x_lo * min(r.bandwidth_bytes_per_s for r in all_roofs)]) / 2,
-                   max(peaks) / 10 ** Y_SPAN)
-        ax.set_xlim(x_lo, x_hi)
-        ax.set_ylim(y_lo, y_hi)
-        ys_all = df[f"{prefix}seconds"].to_numpy(float)
-        biggest = float(ys_all.max()) if len(ys_all) else 0.0
-        clipped = on & ((x < x_lo) | (y < y_lo))
-        notes = _notes(src, df, on, prefix)
-        if clipped.any():
-            notes.append(f"{int(df.loc[clipped, 'count'].sum())} op calls beyond the view, "
-                         "drawn on its edge (triangles)")
-        _legend(ax, biggest, src, dst, sheet if sheet_roofs else None)
-        _title(ax, src, dst, notes, group_by)
-        _settle(ax)  # text is placed in pixels: lay the figure out first
-        placed: list[Any] = []
-        area = _area(ys_all, biggest)
-        big = np.flatnonzero(on & ~clipped)[:MARKERS_AVOIDED]  # text keeps clear of these
-        avoid = _marker_boxes(ax, np.maximum(x[big], x_lo), np.maximum(y[big], y_lo), area[big])
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    engines = list(dict.fromkeys(_engines(src) + (_engines(dst) if dst else [])))
+    if not engines:  # no op ran FLOPs on an engine: show the device's fp32 vector roof
+        engines = [Engine("vector", "fp32")]
+    main = roofs(src.device, engines)
+    other = roofs(dst.device, engines, "--", color=DST_COLOR) if dst is not None else []
+    sheet = _datasheet(src.device)
+    sheet_roofs = roofs(sheet, engines, ":", "datasheet ", "#8C8C8C") if sheet else []
+    all_roofs = main + other + sheet_roofs
+    ys_dst = df["dst_attained_flops_per_s"].to_numpy(float) if dst is not None else y
+    d_on = on & (ys_dst > 0)
+    bws = [src.device.bandwidth_bytes_per_s] + ([dst.device.bandwidth_bytes_per_s]
+                                                 if dst is not None else [])
+    # with no roof (the device lists no rate for the trace's FLOPs) the points anchor the view
+    ridges = [r.ridge_point for r in all_roofs] or [float(max(x[on], default=1.0))]
+    peaks = [r.flops_per_s for r in all_roofs] or [
+        float(max([*y[on], *ys_dst[d_on]], default=bws[0]))]
+    # the view: the roofs and the points, but no more than X_SPAN decades left of the
+    # lowest ridge and Y_SPAN below the highest roof (a stray 1-FLOP op would squeeze
+    # the rest into a corner); points beyond are drawn on its edge as triangles
+    x_lo = max(min([*x[on], *ridges]) / 2, min(ridges) / 10 ** X_SPAN)
+    x_hi = max([*x[on], *ridges]) * 12  # room right of the top ridge for roof labels
+    y_hi = max([*y[on], *ys_dst[d_on], *peaks]) * 3
+    y_lo = max(min([*y[on], *ys_dst[d_on], x_lo * min(bws)]) / 2, max(peaks) / 10 ** Y_SPAN)
+    ax.set_xlim(x_lo, x_hi)
+    ax.set_ylim(y_lo, y_hi)
+    ys_all = df[f"{prefix}seconds"].to_numpy(float)
+    biggest = float(ys_all.max()) if len(ys_all) else 0.0
+    clipped = on & ((x < x_lo) | (y < y_lo))
+    notes = _notes(src, df, on, prefix)
+    if dst is not None and dst.unrated_flops_share > 0 and not src.unrated_flops_share:
+        notes.append(f"{dst.device.name} lists no compute rate for "
+                     f"{dst.unrated_flops_share:.0%} of the FLOPs: its points are costed by "
+                     "bytes and overhead only")
+    if clipped.any():
+        notes.append(f"{plural(int(df.loc[clipped, 'count'].sum()), 'op call')} beyond the "
+                     "view, drawn on its edge (triangles)")
+    _legend(ax, biggest, src, dst, sheet if sheet_roofs else None, given)
+    _title(ax, src, dst, notes, group_by)
+    settle(ax)  # text is placed in pixels: lay the figure out first
+    placed: list[Any] = []
+    area = _area(ys_all, biggest)
+    # text keeps clear of the largest points, on the source and (hollow) on the destination
+    big = np.flatnonzero(on & ~clipped)[:MARKERS_AVOIDED]
+    avoid = _marker_boxes(ax, np.maximum(x[big], x_lo), np.maximum(y[big], y_lo), area[big])
+    if dst is not None:
+        big_dst = big[d_on[big]]
+        avoid += _marker_boxes(ax, np.maximum(x[big_dst], x_lo),
+                               np.maximum(ys_dst[big_dst], y_lo), area[big_dst])
+    if all_roofs:
         _shade(ax, max(main or all_roofs, key=lambda r: r.flops_per_s), x_lo, x_hi, y_lo,
                placed)
-        _floor(ax, src, x_lo, x_hi, y_lo, placed)
-        _draw_roofs(ax, main, x_lo, x_hi, "", placed, avoid, src.device.name)
-        if other and dst is not None:
-            _draw_roofs(ax, other, x_lo, x_hi, "", placed, avoid, dst.device.name)
-        if sheet_roofs and sheet is not None:
-            _draw_roofs(ax, sheet_roofs, x_lo, x_hi, "", placed, avoid, "datasheet")
-        bounds = df[f"{prefix}bound"].to_numpy(object)
-        rated = df["rated"].to_numpy(bool)
-        colors = np.array([BOUND_COLORS[b] for b in bounds], dtype=object)
-        px, py, pd_ = _clip(x, x_lo), _clip(y, y_lo), _clip(ys_dst, y_lo)
-        if dst is not None:  # each point's move: a line from src to dst, dst hollow
-            from matplotlib.collections import LineCollection
+    _floor(ax, src, x_lo, x_hi, y_lo, placed, avoid)
+    sets = [(main, src.device.name)]
+    if dst is not None:
+        sets.append((other, dst.device.name))
+    if sheet_roofs:
+        sets.append((sheet_roofs, "datasheet"))
+    for rs, who in sets:  # every line first: each label then keeps clear of all of them
+        if rs:
+            _draw_roofs(ax, rs, x_lo, x_hi, who)
+        elif who != "datasheet":
+            _draw_slope(ax, src.device.bandwidth_bytes_per_s if who == src.device.name
+                        else bws[-1], x_lo, x_hi, who)
+    for rs, who in sets:
+        _label_roofs(ax, rs, x_hi, placed, avoid, who)
+    bounds = df[f"{prefix}bound"].to_numpy(object)
+    rated = df["rated"].to_numpy(bool)
+    colors = np.array([BOUND_COLORS[b] for b in bounds], dtype=object)
+    px, py, pd_ = _clip(x, x_lo), _clip(y, y_lo), _clip(ys_dst, y_lo)
+    if dst is not None:  # each point's move: a line from src to dst, dst hollow
+        from matplotlib.collections import LineCollection
 
-            segs = [[(px[i], py[i]), (px[i], pd_[i])] for i in np.flatnonzero(d_on)]
-            ax.add_collection(LineCollection(segs, colors="#555555", linewidths=0.7,
-                                             alpha=0.5, zorder=2))
-            dst_colors = np.array([BOUND_COLORS[b] for b in df["dst_bound"]], dtype=object)
-            ax.scatter(px[d_on], pd_[d_on], s=area[d_on], facecolors="none",
-                       edgecolors=list(dst_colors[d_on]), linewidths=1.0, zorder=3,
-                       gid="points:dst")
-            for i in np.flatnonzero(d_on)[:top]:  # arrow heads on the largest moves
-                if abs(math.log(pd_[i] / py[i])) > 0.05:
-                    ax.annotate("", (px[i], pd_[i]), (px[i], py[i]), zorder=3,
-                                arrowprops={"arrowstyle": "-|>", "lw": 0.9,
-                                            "color": "#333333", "shrinkA": 0, "shrinkB": 0})
-        for mask, gid, hollow in ((on & rated & ~clipped, "points", False),
-                                  (on & ~rated & ~clipped, "points:unrated", True),
-                                  (clipped, "points:clipped", False)):
-            if not mask.any():
-                continue
-            kw: dict[str, Any] = ({"facecolors": "none", "edgecolors": list(colors[mask]),
-                                   "linewidths": 1.2} if hollow else
-                                  {"c": list(colors[mask]), "edgecolors": "white",
-                                   "linewidths": 0.4, "alpha": 0.75})
-            ax.scatter(px[mask], py[mask], s=area[mask], zorder=4, gid=gid,
-                       marker="<" if gid == "points:clipped" else "o", **kw)
-        ax.set_xlabel("arithmetic intensity (FLOP / byte)")
-        ax.set_ylabel("attained FLOP/s (op FLOPs / predicted op time)")
-        ax.grid(True, which="major", lw=0.4, alpha=0.4)
-        shown = on & ~clipped
-        order = np.flatnonzero(shown)[:max(top, 0)]  # df is sorted by time, largest first
-        labels = [_short(f"{df['label'][i]}" + (f" x{df['count'][i]}" if df["count"][i] > 1
-                                                 else "")) for i in order]
-        place_labels(ax, px[order], py[order], labels, placed, avoid)
-    return ax
+        segs = [[(px[i], py[i]), (px[i], pd_[i])] for i in np.flatnonzero(d_on)]
+        ax.add_collection(LineCollection(segs, colors="#555555", linewidths=0.7,
+                                         alpha=0.5, zorder=2))
+        dst_colors = np.array([BOUND_COLORS[b] for b in df["dst_bound"]], dtype=object)
+        ax.scatter(px[d_on], pd_[d_on], s=area[d_on], facecolors="none",
+                   edgecolors=list(dst_colors[d_on]), linewidths=1.0, zorder=3,
+                   gid="points:dst")
+        for i in np.flatnonzero(d_on)[:top]:  # arrow heads on the largest moves
+            if abs(math.log(pd_[i] / py[i])) > 0.05:
+                ax.annotate("", (px[i], pd_[i]), (px[i], py[i]), zorder=3,
+                            arrowprops={"arrowstyle": "-|>", "lw": 0.9,
+                                        "color": "#333333", "shrinkA": 0, "shrinkB": 0})
+    for mask, gid, hollow in ((on & rated & ~clipped, "points", False),
+                              (on & ~rated & ~clipped, "points:unrated", True),
+                              (clipped, "points:clipped", False)):
+        if not mask.any():
+            continue
+        kw: dict[str, Any] = ({"facecolors": "none", "edgecolors": list(colors[mask]),
+                               "linewidths": 1.2} if hollow else
+                              {"c": list(colors[mask]), "edgecolors": "white",
+                               "linewidths": 0.4, "alpha": 0.75})
+        ax.scatter(px[mask], py[mask], s=area[mask], zorder=4, gid=gid,
+                   marker="<" if gid == "points:clipped" else "o", **kw)
+    ax.set_xlabel("arithmetic intensity (FLOP / byte)")
+    ax.set_ylabel("attained FLOP/s (op FLOPs / predicted op time)")
+    ax.grid(True, which="major", lw=0.4, alpha=0.4)
+    shown = on & ~clipped
+    order = np.flatnonzero(shown)[:max(top, 0)]  # df is sorted by time, largest first
+    labels = [_short(f"{df['label'][i]}" + (f" x{df['count'][i]}" if df["count"][i] > 1
+                                             else "")) for i in order]
+    place_labels(ax, px[order], py[order], labels, placed, avoid)
 
 
 def _legend(ax: Axes, biggest: float, src: Analysis, dst: Analysis | None,
-            sheet: DeviceSpec | None) -> None:
+            sheet: DeviceSpec | None, given: Axes | None) -> None:
     from matplotlib.lines import Line2D
 
     handles = [Line2D([], [], ls="", marker="o", ms=7, color=BOUND_COLORS[b], label=f"{b}-bound")
@@ -580,19 +645,30 @@ def _legend(ax: Axes, biggest: float, src: Analysis, dst: Analysis | None,
                            label="op on source"),
                     Line2D([], [], ls="", marker="o", ms=6, mfc="none", color="#777777",
                            label="same op on destination")]
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
-              title="bound / time / roofs", labelspacing=1.1, borderaxespad=0.0)
+    if given is None:  # a figure of its own: beside the axes, spaced for the size markers
+        ax.legend(handles=handles, frameon=False, title="bound / time / roofs",
+                  labelspacing=1.1, **legend_spot(ax, given))
+    else:  # a caller's panel: inside it, compact, where the fewest points are
+        ax.legend(handles=handles, fontsize=6.5, labelspacing=0.5, ncols=2,
+                  **legend_spot(ax, given))
 
 
 def _title(ax: Axes, src: Analysis, dst: Analysis | None, notes: list[str],
            group_by: str) -> None:
     shares = ", ".join(f"{b} {v['fraction']:.0%}" for b, v in src.by_bound().items()
                        if v["seconds"])
-    if dst is None:
+    if dst is None and not src.seconds:
+        head = f"{model_name(src)} on {src.device.name}: no predicted time (views only)"
+    elif dst is None:
         head = f"{model_name(src)} on {src.device.name}: {ms(src.seconds)} per step ({shares})"
     else:
         speedup = src.seconds / dst.seconds if dst.seconds else math.inf
         head = (f"{model_name(src)}: {src.device.name} -> {dst.device.name}, "
                 f"{ms(src.seconds)} -> {ms(dst.seconds)} ({speedup:.2f}x)")
     lines = [head, f"one point per {group_by}, area ~ predicted time", *notes]
-    ax.set_title("\n".join(lines), fontsize=9, loc="left")
+    # wrapped to the axes' width (a caller's grid panel is narrow): ~0.55 em per character
+    fig = ax.get_figure(root=True)
+    width_in = ax.get_position().width * (fig.get_figwidth() if fig is not None else 9.0)
+    chars = max(40, int(width_in * 72 / (9 * 0.55)))
+    ax.set_title("\n".join(textwrap.fill(line, chars, subsequent_indent="  ")
+                           for line in lines), fontsize=9, loc="left")

@@ -19,11 +19,16 @@ from roofline.analysis.timing import Analysis, ratio
 from roofline.hardware import DeviceSpec
 from roofline.presentation.plots._style import (
     BOUND_COLORS,
-    axes,
+    covers,
+    drawing,
+    inside,
+    line_pixels,
     model_name,
     ms,
+    renderer,
     require_ops,
-    style,
+    settle,
+    text_box,
 )
 from roofline.tracing.records import Trace
 
@@ -97,52 +102,99 @@ def speedup_curve(trace: Trace, device: str | DeviceSpec,
         raise ValueError("speedup_curve(): the trace predicts no time on "
                          f"{a.device.name} (views only), so there is nothing to speed up")
     p = speedup_points(a, fs, bs)
-    with style():
-        ax = axes(ax, (7.0, 4.6))
-        hi = max(fs + bs)
-        ax.plot([1, hi], [1, hi], ls=":", color="#999999", lw=1.2, gid="ideal",
-                label="ideal: speedup = multiplier")
-        fx, fy = zip(*p["flops"], strict=True)
-        ax.plot(fx, fy, "o-", color=BOUND_COLORS["compute"], lw=2, ms=5, gid="flops",
-                label="FLOP/s x multiplier")
-        if bs:
-            bx, by = zip(*p["bandwidth"], strict=True)
-            ax.plot(bx, by, "s-", color=BOUND_COLORS["memory"], lw=2, ms=5, gid="bandwidth",
-                    label="bandwidth x multiplier")
-        ceilings = [("infinite_flops", "infinite FLOP/s", BOUND_COLORS["compute"])]
-        if bs:
-            ceilings.append(("infinite_bandwidth", "infinite bandwidth", BOUND_COLORS["memory"]))
-        # the higher ceiling is labelled above its line and the lower one below, so that two
-        # close ceilings never print over each other
-        finite = sorted((c for c in ceilings if math.isfinite(p[c[0]])), key=lambda c: p[c[0]])
-        for rank, (key, words, color) in enumerate(finite):
-            level = p[key]
-            above = rank == len(finite) - 1
-            ax.axhline(level, ls="--", lw=1, color=color, alpha=0.8, gid=key)
-            ax.annotate(f"{words}: at most {level:.2f}x", (hi, level),
-                        xytext=(-2, 3 if above else -3), textcoords="offset points",
-                        ha="right", va="bottom" if above else "top", fontsize=8, color=color)
-        two = p["at_2x_flops"]
-        ax.plot([SEED_FLOPS_FACTOR], [two], "o", ms=11, mfc="none", mec="black", mew=1.6,
-                gid="at_2x")
-        ax.annotate(f"{SEED_FLOPS_FACTOR:g}x FLOP/s -> {two:.2f}x", (SEED_FLOPS_FACTOR, two),
-                    xytext=(22, -38),  # below the curves, which rise to the right of it
-                    textcoords="offset points", fontsize=10, fontweight="bold",
-                    arrowprops={"arrowstyle": "-", "lw": 0.8})
-        # the view holds the curves and the ceilings with room above for the labels; the ideal
-        # line leaves it through the top, which is the point
-        top = max([2.0, max(fy), max(p["bandwidth"], default=(1, 1))[1],
-                   *(v for v in (p["infinite_flops"], p["infinite_bandwidth"])
-                     if math.isfinite(v))])
-        ax.set_xlim(0.8, hi * 1.05)
-        ax.set_ylim(0.8, min(top * 1.3, hi * 1.05))
-        ax.set_xlabel("multiplier on the device's FLOP/s (or bandwidth)")
-        ax.set_ylabel("predicted step speedup")
-        ax.set_xticks(np.array(fs))
-        ax.set_xticklabels([f"{f:g}x" for f in fs])
-        ax.grid(True, lw=0.4, alpha=0.4)
-        ax.legend(loc="upper left", frameon=False)
-        ax.set_title(f"Will {SEED_FLOPS_FACTOR:g}x FLOP/s give {SEED_FLOPS_FACTOR:g}x? "
-                     f"{model_name(a)} on {a.device.name} ({ms(a.seconds)} per step)",
-                     loc="left")
-    return ax
+    with drawing(ax, (7.0, 4.6)) as out:
+        _draw(out, a, p, fs, bs)
+    return out
+
+
+#: Offsets (points) tried in turn for the "2x FLOP/s" label: below right of its point (the
+#: curves rise to the right of it), then above it, then ever further out; the first whose
+#: text covers no line wins.
+_TWO_OFFSETS = [(22, -38), (22, 34), *sorted(
+    ((dx, dy) for dx in (30, 0, -30, 60, 90) for dy in (-60, -38, -20, 34, 60, 90, 120, 150)),
+    key=lambda o: abs(o[0]) + abs(o[1]))]
+
+
+def _draw(ax: Axes, a: Analysis, p: dict[str, Any], fs: list[float], bs: list[float]) -> None:
+    """The curves, the ceilings and the 2x point, each label where no line or label is."""
+    hi = max(fs + bs)
+    ax.plot([1, hi], [1, hi], ls=":", color="#999999", lw=1.2, gid="ideal",
+            label="ideal: speedup = multiplier")
+    fx, fy = zip(*p["flops"], strict=True)
+    ax.plot(fx, fy, "o-", color=BOUND_COLORS["compute"], lw=2, ms=5, gid="flops",
+            label="FLOP/s x multiplier")
+    by: tuple[float, ...] = ()
+    if bs:
+        bx, by = zip(*p["bandwidth"], strict=True)
+        ax.plot(bx, by, "s-", color=BOUND_COLORS["memory"], lw=2, ms=5, gid="bandwidth",
+                label="bandwidth x multiplier")
+    ceilings = [("infinite_flops", "infinite FLOP/s", BOUND_COLORS["compute"])]
+    if bs:
+        ceilings.append(("infinite_bandwidth", "infinite bandwidth", BOUND_COLORS["memory"]))
+    finite = [c for c in ceilings if math.isfinite(p[c[0]])]
+    two = p["at_2x_flops"]
+    # the view holds the curves and every finite ceiling, with room above for a label; the
+    # ideal line may leave it through the top, which is the point
+    top = max([2.0, two, *fy, *by, *(p[key] for key, _, _ in finite)])
+    ax.set_xlim(0.8, hi * 1.05)
+    ax.set_ylim(0.8, top * 1.15)
+    for key, _, color in finite:
+        ax.axhline(p[key], ls="--", lw=1, color=color, alpha=0.8, gid=key)
+    ax.plot([SEED_FLOPS_FACTOR], [two], "o", ms=11, mfc="none", mec="black", mew=1.6,
+            gid="at_2x")
+    ax.set_xlabel("multiplier on the device's FLOP/s (or bandwidth)")
+    ax.set_ylabel("predicted step speedup")
+    ax.set_xticks(np.array(fs))
+    ax.set_xticklabels([f"{f:g}x" for f in fs])
+    ax.grid(True, lw=0.4, alpha=0.4)
+    # inside the axes (a caller's panel has neighbours), where the fewest lines are
+    legend = ax.legend(loc="best", framealpha=0.85)
+    ax.set_title(f"Will {SEED_FLOPS_FACTOR:g}x FLOP/s give {SEED_FLOPS_FACTOR:g}x? "
+                 f"{model_name(a)} on {a.device.name} ({ms(a.seconds)} per step)", loc="left")
+    settle(ax)  # labels are placed in pixels: lay the figure out first
+    rend = renderer(ax)
+    placed = [legend.get_window_extent(rend)]
+    lines = {ln.get_gid(): ln for ln in ax.get_lines()}
+    for key, words, color in finite:
+        level = p[key]
+        others = line_pixels(ax, [ln for gid, ln in lines.items() if gid != key])
+        spots = [(x, level, 0, dy, ha) for x, ha in ((hi, "right"), (1.0, "left"),
+                                                      (math.sqrt(hi), "center"))
+                 for dy in (3, -3)]
+        _label(ax, f"{words}: at most {level:.2f}x", spots, others, placed, fontsize=8,
+               color=color)
+    spots = [(SEED_FLOPS_FACTOR, two, dx, dy,
+              "left" if dx > 0 else "right" if dx < 0 else "center") for dx, dy in _TWO_OFFSETS]
+    _label(ax, f"{SEED_FLOPS_FACTOR:g}x FLOP/s -> {two:.2f}x", spots,
+           line_pixels(ax, list(lines.values())), placed, fontsize=10, fontweight="bold",
+           arrowprops={"arrowstyle": "-", "lw": 0.8}, gid="at_2x_label")
+
+
+def _label(ax: Axes, text: str, spots: Sequence[tuple[float, float, float, float, str]],
+           lines: Any, placed: list[Any], **kw: Any) -> Any:
+    """``text`` at the first (x, y, dx, dy points, ha) spot whose box is inside the axes and
+    covers no point of ``lines`` (pixels) and no box in ``placed``; else the first spot
+    inside the axes; else the first. Its box joins ``placed``."""
+    rend = renderer(ax)
+    frame = ax.get_window_extent(rend)
+
+    def draw(spot: tuple[float, float, float, float, str]) -> Any:
+        x, y, dx, dy, ha = spot
+        return ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points", ha=ha,
+                           va="bottom" if dy > 0 else "top", annotation_clip=True, **kw)
+
+    best, fallback = None, None
+    for spot in spots:
+        artist = draw(spot)
+        box = text_box(artist, rend)
+        artist.remove()
+        if not inside(box, frame):
+            continue
+        fallback = fallback or spot
+        room = box.padded(3)  # a few pixels of air between text and line
+        if not covers(room, lines) and not any(room.overlaps(b) for b in placed):
+            best = spot
+            break
+    artist = draw(best or fallback or spots[0])
+    placed.append(text_box(artist, rend))
+    return artist
