@@ -25,12 +25,7 @@ ALL = [spec for spec, _ in registry_module._builtin()]  # shipped devices only
 IDS = [spec.name for spec in ALL]
 
 
-@pytest.fixture(autouse=True)
-def _isolated_registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.setenv("ROOFLINE_DEVICES_DIR", str(tmp_path / "no-user-devices"))
-    registry_module._reset()
-    yield
-    registry_module._reset()
+pytestmark = pytest.mark.usefixtures("isolated_registry")  # tests/conftest.py
 
 
 def minimal(**overrides: Any) -> dict[str, Any]:

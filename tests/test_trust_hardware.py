@@ -39,12 +39,7 @@ SHIPPED = [spec for spec, _ in registry_module._builtin()]
 WIDE = ("fp64", "fp32")
 
 
-@pytest.fixture(autouse=True)
-def _isolated_registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.setenv("ROOFLINE_DEVICES_DIR", str(tmp_path / "no-user-devices"))
-    registry_module._reset()
-    yield
-    registry_module._reset()
+pytestmark = pytest.mark.usefixtures("isolated_registry")  # tests/conftest.py
 
 
 def gpu(**overrides: Any) -> dict[str, Any]:

@@ -39,26 +39,22 @@ def _int_at_least(minimum: int) -> Callable[[str], int]:
     return parse
 
 
-def _seconds(text: str) -> float:
-    """An argparse ``type=``: finite seconds >= 0 (``float()`` also accepts nan and inf)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0, got {text}")
-    return value
+def _finite(expected: str, rule: str, positive: bool) -> Callable[[str], float]:
+    """An argparse ``type=``: a finite float, > 0 or >= 0 (``float()`` also takes nan, inf)."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        if not (math.isfinite(value) and (value > 0 if positive else value >= 0)):
+            raise argparse.ArgumentTypeError(f"must be {rule}, got {text}")
+        return value
+    return parse
 
 
-def _factor(text: str) -> float:
-    """An argparse ``type=``: a finite factor > 0 (``--flops 2`` is twice the FLOP/s)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
-    return value
+_seconds = _finite("seconds", "a finite number of seconds >= 0", positive=False)
+#: ``--flops 2`` is twice the FLOP/s
+_factor = _finite("a number", "a finite number > 0", positive=True)
 
 
 def _require_finite(**predicted: float) -> None:
