@@ -32,10 +32,11 @@ def notebooks(session: nox.Session) -> None:
     session.run("python", "-m", "pytest", "-q", "tests/test_notebooks.py", *session.posargs)
 
 
-# The quick benchmarks (3-4 minutes together on 2 shared cores). The long ones are named:
+# The quick benchmarks (4-5 minutes together on 2 shared cores; memory about 45 s). The long
+# ones are named:
 # ``nox -s benchmarks -- thread_scaling`` (about 40 minutes), ``published`` (needs the
 # ../shared/validation data), ``gpu`` (a GPU; ``gpu --device cpu`` is its dry run).
-QUICK_BENCHMARKS = ("the_answer", "capture_overhead --quick")
+QUICK_BENCHMARKS = ("the_answer", "capture_overhead --quick", "memory")
 
 
 @nox.session(python=["3.11"])

@@ -1,4 +1,5 @@
-"""Write the README and documentation charts into docs/_static/ (``python docs/make_charts.py``).
+"""Write the README and documentation charts into docs/_static/ (``python docs/make_charts.py``,
+or ``python docs/make_charts.py memory_gpt2.png`` for the charts named).
 
 GPT-2 (batch 8 x 1024 tokens, bf16 autocast training step, fake tensors) on an A100, and
 the same step A100 -> H100; every chart is regenerated from the library, never by hand.
@@ -33,6 +34,15 @@ def gpt2_trace() -> roofline.Trace:
     return t
 
 
+def gpt2_build(batch: int) -> roofline.Trace:
+    """The step of docs/howto/memory.md at ``batch`` sequences: fused attention."""
+    zm = get_model("gpt2", batch_size=batch, seq_len=1024, dropout=0, device="meta")
+    opt = torch.optim.AdamW(zm.model.parameters(), foreach=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        return roofline.trace(zm.model, *zm.train_inputs, train=True, optimizer=opt,
+                              fake=True, attention="fused")
+
+
 def save(ax: object, name: str) -> pathlib.Path:
     fig = ax.figure  # type: ignore[attr-defined]
     path = OUT / name
@@ -45,18 +55,30 @@ def save(ax: object, name: str) -> pathlib.Path:
     return path
 
 
-def main() -> None:
+def main(only: list[str]) -> None:
+    """Write every chart, or only the files named in ``only`` (e.g. ``memory_gpt2.png``)."""
     OUT.mkdir(exist_ok=True)
     t = gpt2_trace()
     a = roofline.analyze(t, "a100")
-    save(roofline.plot.roofline_chart(a), "roofline_gpt2_a100.png")
     c = roofline.compare(t, "a100", "h100")
-    save(roofline.plot.roofline_chart(c), "roofline_compare_a100_h100.png")
-    save(roofline.plot.speedup_curve(t, "a100"), "speedup_gpt2_a100.png")
-    save(roofline.plot.time_breakdown(c), "breakdown_gpt2.png")
-    save(roofline.plot.compare_devices(t, ["a100", "h100", "mi300x", "l4", "rtx4090"]),
-         "compare_devices_gpt2.png")
+    charts = {
+        "roofline_gpt2_a100.png": lambda: roofline.plot.roofline_chart(a),
+        "roofline_compare_a100_h100.png": lambda: roofline.plot.roofline_chart(c),
+        "speedup_gpt2_a100.png": lambda: roofline.plot.speedup_curve(t, "a100"),
+        "breakdown_gpt2.png": lambda: roofline.plot.time_breakdown(c),
+        "compare_devices_gpt2.png": lambda: roofline.plot.compare_devices(
+            t, ["a100", "h100", "mi300x", "l4", "rtx4090"]),
+        "memory_gpt2.png": lambda: roofline.plot.memory_timeline(t, device="rtx4090"),
+        "batch_gpt2_rtx4090.png": lambda: roofline.plot.batch_curve(
+            roofline.max_batch(gpt2_build, "rtx4090")),
+    }
+    unknown = sorted(set(only) - set(charts))
+    if unknown:
+        raise SystemExit(f"no such chart {unknown}; choose from {sorted(charts)} "
+                         "(or name none for all)")
+    for name in only or charts:
+        save(charts[name](), name)
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -119,8 +119,19 @@ def test_storage_table_round_trips_and_old_json_loads() -> None:
     with pytest.raises(ValueError, match="no storage table"):
         roofline.memory(tr.filter(lambda op: op.phase == "forward"))
     bad = json.loads(tr.to_json())
-    bad["storages"][0][-1] = "weights"
+    bad["storages"][0][bad["storage_fields"].index("kind")] = "weights"
     with pytest.raises(ValueError, match="storage row 0: kind"):
+        roofline.Trace.from_json(json.dumps(bad))
+    # a table written before `held_to` existed: every storage freed at its last use
+    before = json.loads(tr.to_json())
+    assert before["storage_fields"][-1] == "held_to"
+    before["storage_fields"].pop()
+    for row in before["storages"]:
+        row.pop()
+    assert roofline.Trace.from_json(json.dumps(before)).storages == tr.storages
+    bad = json.loads(tr.to_json())
+    bad["storages"][0][-1] = 10**6
+    with pytest.raises(ValueError, match="storage row 0: op index"):
         roofline.Trace.from_json(json.dumps(bad))
 
 
@@ -239,10 +250,11 @@ def test_bf16_autocast_with_fp32_adamw_keeps_fp32_master_state() -> None:
     no grad-input GEMM reads it), layer 2's is (the gradient of relu's output needs it);
     biases never are (their gradient is a sum of the output gradient).
 
-    Not modelled (a known gap, asserted as roofline counts it): autocast's cast cache
-    keeps the copy of each fp32 leaf parameter until the autocast region exits (a second
-    ``F.linear(x, w)`` in the region casts only ``x``); the capture does not record when
-    the region exits, so the unsaved copies are freed at their last use here.
+    Autocast's cast cache (``cached_cast``, aten/src/ATen/autocast_mode.cpp: fp32 leaves
+    that require grad) keeps every parameter's copy until the autocast region exits, here
+    after the optimizer step: 2 bytes per parameter element, all live at the optimizer's
+    peak, though the copies' last use is in forward or backward. ``x``'s copy (no grad)
+    is not cached: it dies at its last use.
     """
     model = _mlp()
     opt = torch.optim.AdamW(model.parameters())
@@ -262,6 +274,126 @@ def test_bf16_autocast_with_fp32_adamw_keeps_fp32_master_state() -> None:
               "forward" and s.dtype == "bfloat16" and s.bytes != 2 * BATCH * IN}
     assert copies == {(2 * IN * HIDDEN, "temporary"), (2 * HIDDEN, "temporary"),
                       (2 * HIDDEN * OUT, "activation"), (2 * OUT, "temporary")}
+    last = len(t.ops) - 1
+    held = [s for s in t.storages.values() if s.held_to >= 0]
+    assert sorted(s.bytes for s in held) == sorted(2 * n for n in (IN * HIDDEN, HIDDEN,
+                                                                   HIDDEN * OUT, OUT))
+    assert all(s.held_to == last > s.last for s in held)
+    assert r.held_bytes == r.peak_held_bytes == 2 * N_PARAMS
+    assert r.peak_phase == "optimizer"
+    x_copy = next(s for s in t.storages.values() if s.dtype == "bfloat16"
+                  and s.bytes == 2 * BATCH * IN)
+    assert x_copy.held_to == -1
+    # without autocast's cache (the region disabled it) the copies die at their last use
+    with torch.autocast("cpu", dtype=torch.bfloat16, cache_enabled=False):
+        t = roofline.trace(model, x, train=True, optimizer=opt,
+                           loss_fn=lambda o: o.float().sum(), fake=True)
+    r_uncached = roofline.memory(t)
+    # only layer 2's copy outlives its last use, saved by addmm's autograd node until the
+    # node has run (its last op in backward)
+    (saved,) = [s for s in t.storages.values() if s.held_to >= 0]
+    assert saved.bytes == r_uncached.held_bytes == 2 * HIDDEN * OUT
+    relu_backward = next(i for i, op in enumerate(t.ops)
+                         if op.name == "aten.threshold_backward.default")
+    assert saved.last < saved.held_to < relu_backward  # freed before the next node runs
+    assert t.ops[saved.held_to].phase == "backward"
+    assert r.peak_bytes - r_uncached.peak_bytes == 2 * N_PARAMS
+    back = roofline.Trace.from_json(t.to_json())
+    assert back.storages == t.storages
+
+
+def test_autocast_region_inside_forward_frees_the_cached_copies_before_backward() -> None:
+    """A model that autocasts its own forward: the region exits (and torch clears the
+    cast cache) before backward, so the cached copies are held to the end of forward."""
+    model = _mlp()
+
+    def step(x: torch.Tensor) -> torch.Tensor:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = model(x)
+        return out.float().sum()
+
+    t = roofline.trace(step, torch.randn(BATCH, IN), train=True, fake=True)
+    end_of_forward = max(i for i, op in enumerate(t.ops) if op.phase == "forward")
+    held = [s for s in t.storages.values() if s.held_to >= 0]
+    # the region's last op is layer 2's addmm: layer 2's bias copy dies there, at its last
+    # use, and its weight copy is saved for backward; layer 1's two copies, last used by
+    # layer 1's addmm, are held by the cache to the region's exit, after layer 2's addmm
+    region_end = max(i for i, op in enumerate(t.ops) if op.name == "aten.addmm.default"
+                     and op.phase == "forward")
+    assert region_end < end_of_forward  # the float() cast and the sum run outside it
+    in_forward = [s for s in held if t.ops[s.last].phase == "forward"]
+    assert sorted(s.bytes for s in in_forward) == [2 * HIDDEN, 2 * IN * HIDDEN]
+    assert all(s.last < s.held_to == region_end for s in in_forward)
+    # layer 2's weight copy only outlives its last use while its autograd node runs
+    assert all(t.ops[s.held_to].phase == "backward" for s in held if s not in in_forward)
+
+
+# --- activation checkpointing -----------------------------------------------------------
+
+CB, CD, CH = 256, 16, 256  # batch, block width, block hidden width
+
+
+class _Blocks(nn.Module):
+    """Two MLP blocks, Linear(CD, CH) ReLU Linear(CH, CD), optionally checkpointed."""
+
+    def __init__(self, checkpointed: bool) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.checkpointed = checkpointed
+        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(CD, CH), nn.ReLU(),
+                                                  nn.Linear(CH, CD)) for _ in range(2))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from torch.utils.checkpoint import checkpoint
+
+        for block in self.blocks:
+            x = checkpoint(block, x, use_reentrant=False) if self.checkpointed else block(x)
+        return x
+
+
+@pytest.mark.parametrize("fake", [True, False])
+def test_activation_checkpointing_less_memory_and_recomputed_flops(fake: bool) -> None:
+    """Two blocks with and without ``checkpoint(block, x, use_reentrant=False)``, fp32.
+
+    Saved for backward without checkpointing: each block's ReLU output r (4 b h bytes,
+    read by threshold_backward and the second Linear's weight gradient), block 1's output
+    y1 (4 b d, block 2's first weight gradient reads it) and the scalar loss (4). With it:
+    y1 (the checkpoint's input) and the loss only; r is remade in backward.
+
+    Recomputed: checkpoint stops rerunning once the last tensor backward needs is remade
+    (early stop), the second Linear's transposed weight, before its addmm: each block
+    reruns its first addmm (2 b d h FLOPs, bias not counted) and ReLU (b h).
+
+    The peaks, in the ReLU backward (threshold_backward: r, its gradient and the result,
+    4 b h each) of block 2 without and of block 1 with checkpointing:
+    without, params + block 2's second-Linear grads + x + r1 + r2 + y1 + 2 (4 b h);
+    with, params + block 2's grads + block 1's second-Linear grads + x + 3 (4 b h).
+    """
+    x = torch.randn(CB, CD)
+    plain, ckpt = (roofline.trace(_Blocks(c), x, train=True, loss_fn=lambda o: o.sum(),
+                                  fake=fake) for c in (False, True))
+    r0, r1 = roofline.memory(plain), roofline.memory(ckpt)
+    act, y1, loss = 4 * CB * CH, 4 * CB * CD, 4
+    assert r0.activations_bytes == 2 * act + y1 + loss
+    assert r1.activations_bytes == y1 + loss
+    assert r0.peak_by_kind["activation"] == 2 * act + y1
+    assert r1.peak_by_kind["activation"] == 0
+    params = 4 * 2 * (CD * CH + CH + CH * CD + CD)
+    linear2_grads, linear1_grads = 4 * (CH * CD + CD), 4 * (CD * CH + CH)
+    assert r0.peak_bytes == params + linear2_grads + 4 * CB * CD + 2 * act + y1 + 2 * act
+    assert r1.peak_bytes == (params + 2 * linear2_grads + linear1_grads + 4 * CB * CD
+                             + 3 * act)
+    rerun = 2 * (2 * CB * CD * CH + CB * CH)
+    assert r0.recompute_flops == 0 and r1.recompute_flops == rerun
+    assert (ckpt.by_phase()["backward"].flops - plain.by_phase()["backward"].flops
+            == rerun)
+    assert ckpt.by_phase()["forward"].flops == plain.by_phase()["forward"].flops
+    reran = [op.name for op in ckpt.ops if op.recompute]
+    assert reran.count("aten.addmm.default") == 2 and reran.count("aten.relu.default") == 2
+    assert all(op.phase == "backward" for op in ckpt.ops if op.recompute)
+    back = roofline.Trace.from_json(ckpt.to_json())
+    assert [op.recompute for op in back.ops] == [op.recompute for op in ckpt.ops]
+    assert roofline.memory(back).recompute_flops == rerun
 
 
 S, B, H, A = 128, 2, 256, 4  # sequence, batch, hidden, heads

@@ -10,7 +10,18 @@ last reference goes:
 * a gradient from the op that makes it to the end of the step (the optimizer reads it,
   and nothing frees it within the step);
 * activations (made in forward, last used in backward: saved for backward) and
-  temporaries from their first write to their last use.
+  temporaries from their first write to their last use, or to ``Storage.held_to``
+  when something outside the ops held them longer: autocast's cast cache keeps the
+  low-precision copy of each parameter until the autocast region exits. A
+  ``with torch.autocast(...)`` around :func:`roofline.trace` exits after the optimizer
+  step, so the copies are live to the end of the step; one inside the model's forward
+  exits before backward, and they die there (the capture sees when, see
+  ``_Recorder._note_casts``).
+
+Activation checkpointing (``torch.utils.checkpoint``) is seen as it runs: forward keeps
+no activations of the checkpointed function (its outputs die at their last forward use),
+and backward reruns it, ops flagged ``OpRecord.recompute``, whose outputs are then
+backward's temporaries; :attr:`MemoryReport.recompute_flops` sums the rerun.
 
 A storage is live during its first and last op, so an op's inputs and outputs coexist,
 as they do when the kernel runs. What the model misses: Python references that outlive
@@ -48,7 +59,7 @@ def _interval(s: Storage, n_ops: int) -> tuple[int, int]:
     """The op range ``[start, end]`` in which ``s`` is live."""
     # from the start when it existed before the step (or no op used it)
     start = 0 if s.first < 0 or not s.created else s.first
-    end = n_ops - 1 if s.kind in _KEPT or s.first < 0 else s.last
+    end = n_ops - 1 if s.kind in _KEPT or s.first < 0 else max(s.last, s.held_to)
     return start, end
 
 
@@ -83,6 +94,11 @@ class MemoryReport:
     by_module : module (cut to ``depth`` components) -> kind -> bytes of the storages
         first used by that module's ops (parameters where first read, activations where
         made).
+    held_bytes : bytes of the storages held past their last use (``Storage.held_to``:
+        autocast's cached parameter copies, or a saved copy until its autograd node has
+        run); ``peak_held_bytes`` those live at the peak.
+    recompute_flops : FLOPs of the ops activation checkpointing reran in backward
+        (``OpRecord.recompute``), included in the trace's backward FLOPs.
     """
 
     bytes_by_kind: dict[str, int]
@@ -95,6 +111,9 @@ class MemoryReport:
     timeline: list[int] = field(repr=False)
     by_module: dict[str, dict[str, int]] = field(repr=False)
     storages: dict[int, Storage] = field(repr=False, default_factory=dict)
+    held_bytes: int = 0
+    peak_held_bytes: int = 0
+    recompute_flops: int = 0
 
     @property
     def parameters_bytes(self) -> int:
@@ -164,13 +183,18 @@ def memory(trace: Trace, depth: int | None = 2) -> MemoryReport:
     live = _timeline(trace.storages, len(trace.ops))
     peak = max(range(len(live)), key=live.__getitem__)
     at_peak = dict.fromkeys(STORAGE_KINDS, 0)
+    held = held_at_peak = 0
     for s in trace.storages.values():
         start, end = _interval(s, len(trace.ops))
         if start <= peak <= end:
             at_peak[s.kind] += s.bytes
+        if s.held_to > s.last:
+            held += s.bytes
+            held_at_peak += s.bytes if start <= peak <= end else 0
     op = trace.ops[peak]
+    recompute = sum(o.flops for o in trace.ops if o.recompute)
     return MemoryReport(by_kind, live[peak], peak, op.name, op.module, op.phase, at_peak,
-                        live, by_module, dict(trace.storages))
+                        live, by_module, dict(trace.storages), held, held_at_peak, recompute)
 
 
 # --- fit against a device ------------------------------------------------------------

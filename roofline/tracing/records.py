@@ -111,6 +111,9 @@ class OpRecord:
     input_ids, output_ids : storage ids (stable within one trace) for lifetime analyses.
     backward_kernel : True for kernels that compute gradients (``convolution_backward``,
         ``*_backward`` ops, SDPA backward), whatever phase they ran in.
+    recompute : True for forward ops that activation checkpointing
+        (``torch.utils.checkpoint``, ``use_reentrant=False``) reruns in backward to remake
+        the activations it did not keep; their phase is ``backward``, where they run.
     """
 
     name: str
@@ -128,6 +131,7 @@ class OpRecord:
     input_ids: tuple[int, ...] = ()
     output_ids: tuple[int, ...] = ()
     backward_kernel: bool = False
+    recompute: bool = False
 
     @property
     def bytes(self) -> int:
@@ -163,6 +167,12 @@ class Storage:
         ``.grad``, a tensor in an optimizer's ``state``, an ``input`` (anything else that
         existed before the step), an ``activation`` (made in forward, last used in
         backward: saved for backward) or a ``temporary``.
+    held_to : index of the last op during which something outside the step's ops still
+        held it, past ``last``: autocast's cast cache keeps the low-precision copy of a
+        parameter until the autocast region exits (a ``held_to`` of the trace's last op:
+        it outlived the capture), and an autograd node keeps a tensor it saved until the
+        node has run. Watched only for autocast-style casts of parameters (see
+        ``_Recorder._note_casts``); -1 when it was freed after its last use.
     """
 
     bytes: int
@@ -171,6 +181,7 @@ class Storage:
     last: int
     created: bool
     kind: str = "temporary"
+    held_to: int = -1
 
 
 @dataclass(slots=True)
@@ -420,7 +431,7 @@ _FIELD_CHECKS: dict[str, Callable[[Any], Any]] = {
     "name": _text, "category": _category, "phase": _phase, "module": _text, "dtype": _text,
     "flops": _count, "bytes_read": _count, "bytes_written": _count, "counted": _flag,
     "kernels": _count, "input_shapes": _shapes, "output_shapes": _shapes,
-    "input_ids": _ids, "output_ids": _ids, "backward_kernel": _flag,
+    "input_ids": _ids, "output_ids": _ids, "backward_kernel": _flag, "recompute": _flag,
 }
 _REQUIRED = [f.name for f in fields(OpRecord)
              if f.default is MISSING and f.default_factory is MISSING]
@@ -445,25 +456,30 @@ def _storages_from(data: dict[str, Any], n_ops: int) -> dict[int, Storage]:
     """The storage table of a trace document; empty when it has none (older traces)."""
     if "storages" not in data:
         return {}
-    if data.get("storage_fields") != ["id", *_STORAGE_FIELDS]:
+    names = data.get("storage_fields")
+    # a trace written before ``held_to`` existed has one field less: freed at last use
+    if names not in (["id", *_STORAGE_FIELDS], ["id", *_STORAGE_FIELDS[:-1]]):
         raise ValueError(f"trace JSON: 'storage_fields' must be {['id', *_STORAGE_FIELDS]}, "
-                         f"got {data.get('storage_fields')!r}")
+                         f"got {names!r}")
     rows = data["storages"]
     if not isinstance(rows, list):
         raise ValueError("trace JSON: 'storages' must be a list of storage rows")
     table: dict[int, Storage] = {}
     for i, row in enumerate(rows):
         try:
-            if not isinstance(row, list) or len(row) != len(_STORAGE_FIELDS) + 1:
-                raise TypeError(f"expected a list of {len(_STORAGE_FIELDS) + 1} values")
-            sid, size, dtype, first, last, created, kind = row
+            if not isinstance(row, list) or len(row) != len(names):
+                raise TypeError(f"expected a list of {len(names)} values")
+            sid, size, dtype, first, last, created, kind, *held = row
             first, last = _index(first, n_ops), _index(last, n_ops)
+            held_to = _index(held[0], n_ops) if held else -1
+            if held_to != -1 and held_to < last:
+                raise TypeError(f"held_to {held_to} is before its last use {last}")
             if kind not in STORAGE_KINDS:
                 raise TypeError(f"kind must be one of {', '.join(STORAGE_KINDS)}, got {kind!r}")
             if (first == -1) != (last == -1) or last < first:
                 raise TypeError(f"first {first} and last {last} are not an op range")
             table[_count(sid)] = Storage(_count(size), _text(dtype), first, last,
-                                         _flag(created), kind)
+                                         _flag(created), kind, held_to)
         except (TypeError, ValueError) as e:
             raise ValueError(f"trace JSON: storage row {i}: {e}") from None
     return table

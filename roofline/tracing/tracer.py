@@ -167,6 +167,7 @@ class _Recorder(TorchDispatchMode):
         self._storage_ids: dict[int, int] = {}
         self.storages: list[Storage] = []  # by storage id
         self._weak_refs: list[int] = []  # released on exit (see _storage_id)
+        self._cast_copies: dict[int, int] = {}  # storage id -> weak ref (see _note_casts)
         self._module_cache: tuple[frozenset[str], int, str] = (frozenset(), 0, "")
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
@@ -225,6 +226,40 @@ class _Recorder(TorchDispatchMode):
             entry.last = len(self.ops)
         return sid
 
+    def _note_casts(self, func: Any, args: tuple[Any, ...], writes: list[torch.Tensor]) -> None:
+        """Watch the copies autocast's cast cache may hold past their last use.
+
+        ``cached_cast`` (aten/src/ATen/autocast_mode.cpp) keeps the low-precision copy of
+        an fp32 leaf that requires grad (a parameter, in training) until the outermost
+        autocast region exits (``torch.clear_autocast_cache``), so a second use casts
+        nothing. The capture cannot see the region exit, so it watches such copies (an
+        ``_to_copy`` of a leaf requiring grad to a lower-precision float) by a weak
+        reference: one still alive at an op past its last use is held to that op. A copy
+        made outside autocast, or not cached, is freed at its last use as any other.
+        """
+        if func is not torch.ops.aten._to_copy.default or len(writes) != 1 or not args:
+            return
+        src, out = args[0], writes[0]
+        if not (isinstance(src, torch.Tensor) and src.is_leaf and src.requires_grad
+                and src.is_floating_point() and out.is_floating_point()
+                and out.element_size() < src.element_size()):
+            return
+        try:
+            ref: int = out.untyped_storage()._weak_ref()  # type: ignore[assignment]
+        except (NotImplementedError, RuntimeError):
+            return
+        self._cast_copies[self.ops[-1].output_ids[0]] = ref
+
+    def _check_casts(self) -> None:
+        """Before the next op: copies still alive are live through it, dead ones stop."""
+        here = len(self.ops)
+        for sid, ref in list(self._cast_copies.items()):
+            if torch.UntypedStorage._expired(ref):
+                torch.UntypedStorage._free_weak_ref(ref)
+                del self._cast_copies[sid]
+            else:
+                self.storages[sid].held_to = here
+
     def tag(self, kind: str, tensors: Any) -> None:
         """Say what the storages of ``tensors`` hold (a parameter, a gradient...).
 
@@ -266,6 +301,15 @@ class _Recorder(TorchDispatchMode):
         """The storages, with the kinds no tag gave: ``input`` for what existed before
         the step, ``activation`` for what forward made and backward used, else
         ``temporary``. Releases the weak references."""
+        last = len(self.ops) - 1
+        for sid, ref in self._cast_copies.items():  # alive at the end: held to the end
+            if not torch.UntypedStorage._expired(ref):
+                self.storages[sid].held_to = last
+            torch.UntypedStorage._free_weak_ref(ref)
+        self._cast_copies.clear()
+        for entry in self.storages:  # alive only while ops still used it: not held
+            if entry.held_to <= entry.last:
+                entry.held_to = -1
         for ref in self._weak_refs:
             torch.UntypedStorage._free_weak_ref(ref)
         self._weak_refs.clear()
@@ -350,10 +394,13 @@ class _Recorder(TorchDispatchMode):
 
         dtype_src = next((t for t in reads if t.is_floating_point()),
                          writes[0] if writes else (reads[0] if reads else None))
+        if self._cast_copies:
+            self._check_casts()
+        phase = self._phase()
         self.ops.append(OpRecord(
             name=str(func),
             category=info.category if info is not None else Category.UNCOUNTED,
-            phase=self._phase(),
+            phase=phase,
             module=self._module(),
             dtype=str(dtype_src.dtype).removeprefix("torch.") if dtype_src is not None else "",
             flops=flops or 0,
@@ -366,7 +413,23 @@ class _Recorder(TorchDispatchMode):
             input_ids=tuple(self._storage_id(t, False) for t in reads),
             output_ids=tuple(self._storage_id(t, True) for t in writes),
             backward_kernel=info.backward if info is not None else schema.backward,
+            recompute=phase == "backward" and _recomputing(),
         ))
+        self._note_casts(func, args, writes)
+
+
+def _recomputing() -> bool:
+    """Whether ``torch.utils.checkpoint`` (non-reentrant) is rerunning a forward in backward.
+
+    It reruns the checkpointed function with grad mode on under its own saved-tensors
+    hooks, ``_recomputation_hook``; the top hooks say so. The reentrant variant
+    (``use_reentrant=True``) reruns it under no hooks, and is not recognised.
+    """
+    if not torch.is_grad_enabled():
+        return False
+    hooks = torch._C._autograd._top_saved_tensors_default_hooks(True)
+    pack = getattr(hooks[0], "__qualname__", "") if hooks else ""
+    return pack.startswith("_recomputation_hook.")
 
 
 @contextlib.contextmanager

@@ -8,6 +8,8 @@ Every function draws into a given ``ax`` (or a new figure), returns the Axes, ne
 * :func:`speedup_curve`: "will 2x the FLOP/s give 2x?", with the Amdahl ceilings.
 * :func:`time_breakdown`, :func:`compare_devices`: where the step time goes.
 * :func:`validation_scatter`: predicted against measured op times.
+* :func:`memory_timeline`, :func:`batch_curve`: live memory over a step by kind, and
+  required memory and samples/s against batch with the capacity wall.
 """
 
 from __future__ import annotations
@@ -18,13 +20,14 @@ from roofline.analysis import Validation
 from roofline.presentation.plots._style import drawing
 from roofline.presentation.plots.bars import compare_devices, time_breakdown
 from roofline.presentation.plots.chart import roofline_chart, roofline_data
+from roofline.presentation.plots.memory import batch_curve, memory_timeline
 from roofline.presentation.plots.speedup import speedup_curve
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-__all__ = ["compare_devices", "roofline_chart", "roofline_data", "speedup_curve",
-           "time_breakdown", "validation_scatter"]
+__all__ = ["batch_curve", "compare_devices", "memory_timeline", "roofline_chart",
+           "roofline_data", "speedup_curve", "time_breakdown", "validation_scatter"]
 
 
 def validation_scatter(v: Validation, ax: Axes | None = None) -> Axes:
