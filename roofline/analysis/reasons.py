@@ -23,8 +23,12 @@ class Reasons:
     ----------
     src, dst : str
         Device names.
-    speedup, flops_ratio, bandwidth_ratio : float
-        Predicted speedup; ratio of the dominant engines' peaks and of the bandwidths.
+    speedup : float
+        Predicted speedup.
+    flops_ratio : float
+        Ratio of the dominant engines' peaks (dst over src).
+    bandwidth_ratio : float
+        Ratio of the bandwidths (dst over src).
     shares : dict[str, float]
         Fraction of the source step per bound (``compute``, ``memory``, ``overhead``) and
         ``host`` (time off the device).
