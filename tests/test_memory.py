@@ -88,13 +88,19 @@ def test_storage_ids_are_not_reused_after_a_free() -> None:
         assert s.bytes == 256 * 4 and s.kind == "temporary" and s.created
 
 
-def test_capture_block_tags_kinds_without_trace() -> None:
+def _stepped_mlp() -> tuple[nn.Module, torch.optim.Optimizer, torch.Tensor]:
+    """The MLP, its AdamW after one real step (state exists) and an input batch."""
     model = _mlp()
     opt = torch.optim.AdamW(model.parameters())
     x = torch.randn(BATCH, IN)
     model(x).sum().backward()
     opt.step()
     opt.zero_grad()
+    return model, opt, x
+
+
+def test_capture_block_tags_kinds_without_trace() -> None:
+    model, opt, x = _stepped_mlp()
     with roofline.capture() as t:
         model(x).sum().backward()
         opt.step()
@@ -184,12 +190,7 @@ def test_memtracker_under_fake_mode_agrees_on_the_categories() -> None:
 
     ours = roofline.memory(_train_trace(fake=True))
     with FakeTensorMode():
-        model = _mlp()
-        opt = torch.optim.AdamW(model.parameters())
-        x = torch.randn(BATCH, IN)
-        model(x).sum().backward()
-        opt.step()
-        opt.zero_grad()
+        model, opt, x = _stepped_mlp()
         tracker = MemTracker()
         tracker.track_external(model, opt, x)
         with tracker:
