@@ -397,6 +397,55 @@ def test_activation_checkpointing_less_memory_and_recomputed_flops(fake: bool) -
     assert roofline.memory(back).recompute_flops == rerun
 
 
+class _CheckpointedAttention(nn.Module):
+    """qkv Linear(D, 3D) then SDPA with dropout over NH heads, under a non-reentrant
+    checkpoint."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(AD, 3 * AD)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from torch.utils.checkpoint import checkpoint
+
+        def block(x: torch.Tensor) -> torch.Tensor:
+            q, k, v = self.qkv(x).view(AB, AT, 3, NH, AD // NH).permute(2, 0, 3, 1, 4)
+            return F.scaled_dot_product_attention(q, k, v, dropout_p=0.1)
+
+        return checkpoint(block, x, use_reentrant=False).sum()
+
+
+AB, AT, AD, NH = 2, 16, 32, 4
+
+
+@pytest.mark.parametrize(("attention", "fake"), [("fused", True), ("eager", True),
+                                                  ("eager", False), ("as-run", False)])
+def test_checkpointed_attention_with_dropout_recomputes_as_rerouted(attention: str,
+                                                                    fake: bool) -> None:
+    """Checkpoint's recomputation must meet the same attention as the forward did: the
+    reroute stays active through backward (before, recomputing the CPU's own SDPA saved
+    other tensors and checkpoint raised CheckpointError).
+
+    Fused, recomputed up to the attention kernel (its outputs are what backward needs):
+    the qkv addmm, 2 b t d 3d FLOPs, and the flash forward, QK^T and PV, 2 b a t t (d/a)
+    each, 4 b t t d together. Eager writes attention out; its recomputation reruns the
+    QK^T batched matmul.
+    """
+    x = torch.randn(AB, AT, AD)
+    t = roofline.trace(_CheckpointedAttention(), x, train=True, fake=fake,
+                       attention=attention)
+    reran = [op for op in t.ops if op.recompute]
+    assert all(op.phase == "backward" for op in reran)
+    assert "aten.addmm.default" in [op.name for op in reran]
+    if attention == "fused":
+        assert sum(op.flops for op in reran) == (2 * AB * AT * AD * 3 * AD
+                                                  + 4 * AB * AT * AT * AD)
+        assert any("flash_attention" in op.name for op in reran)
+    elif attention == "eager":
+        assert any(op.name == "aten.bmm.default" and op.flops == 2 * AB * AT * AT * AD
+                   for op in reran)
+
+
 S, B, H, A = 128, 2, 256, 4  # sequence, batch, hidden, heads
 
 
@@ -430,11 +479,9 @@ def test_gpt_layer_activations_against_korthikanti() -> None:
     2 x 2sbh; QKV input 2sbh; Q, K 4sbh; softmax output 2as^2b; its dropout mask as^2b
     (1 byte); dropout output 2as^2b; V 2sbh; projection input 2sbh; its dropout mask sbh;
     fc1 input 2sbh; GeLU input 8sbh; fc2 input 8sbh; its dropout mask sbh. Eager torch on
-    the CPU keeps exactly these plus:
+    the CPU keeps exactly these (a fake trace records dropout as CUDA's ``native_dropout``,
+    with its 1-byte mask) plus:
 
-    * dropout masks in the input's dtype (2 bytes, not a 1-byte bool): off CUDA,
-      ``F.dropout`` is ``input * empty_like(input).bernoulli_()``, not ``native_dropout``:
-      + as^2b + 2sbh;
     * LayerNorm's mean and rstd, (s, b, 1) each, in bf16 on the CPU: + 2 x 2 x 2sb = 8sb;
     * the fp32 scalar loss, read by backward's seed: + 4.
 
@@ -448,10 +495,13 @@ def test_gpt_layer_activations_against_korthikanti() -> None:
     r = roofline.memory(t)
     saved = r.activations_bytes + 2 * S * B * H
     formula = 34 * S * B * H + 5 * A * S * S * B
-    cpu_masks = A * S * S * B + 2 * S * B * H
-    assert saved == formula + cpu_masks + 8 * S * B + 4
-    # with 1-byte masks (as CUDA's native_dropout keeps them) within 1% of the paper
-    assert saved - cpu_masks == pytest.approx(formula, rel=0.01)
+    assert saved == formula + 8 * S * B + 4
+    assert t.meta["fused_dropout_calls"] == 3
+    # a CPU-run trace keeps the masks in the input's dtype: 2 bytes, not 1
+    cpu = roofline.trace(model, x, train=True, loss_fn=lambda o: o.float().sum(), fake=True,
+                         attention="as-run")
+    masks = A * S * S * B + 2 * S * B * H
+    assert roofline.memory(cpu).activations_bytes + 2 * S * B * H == saved + masks
     # all of it is live at the end of forward, with the parameters and the input
     end_of_forward = max(i for i, op in enumerate(t.ops) if op.phase == "forward")
     assert r.timeline[end_of_forward] >= saved + r.parameters_bytes + r.buffers_bytes

@@ -13,6 +13,16 @@ on the device being predicted, so there the call is recorded as one of:
   CUDA AMP: matmuls in the autocast dtype, softmax and dropout in fp32 (CUDA autocast's
   softmax policy; CPU autocast would keep it in low precision);
 * ``"as-run"``: whatever the CPU dispatches.
+
+In a fake trace (except ``"as-run"``), ``F.dropout`` is recorded as CUDA runs it too:
+CUDA's ``dropout`` is one ``native_dropout`` kernel that keeps a 1-byte boolean mask for
+backward, while the CPU's is ``input * empty_like(input).bernoulli_().div_(1 - p)``,
+which keeps the mask in the input's dtype (4 bytes per element in fp32). In-place
+dropout takes the second form on CUDA as well and is left as it runs.
+
+Backward runs with the mode still active, so that ``torch.utils.checkpoint``'s
+recomputation reroutes the same calls as the forward did (otherwise the recomputed
+attention saves other tensors and checkpoint raises ``CheckpointError``).
 """
 
 from __future__ import annotations
@@ -41,20 +51,76 @@ class AttentionAs(TorchFunctionMode):
             raise ValueError(f"attention={mode!r}: expected one of {', '.join(MODES)}")
         super().__init__()
         self.mode, self.fake = mode, fake
-        self.calls = self.unfused = 0
+        self.calls = self.unfused = self.dropouts = 0
 
     def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
                            kwargs: dict[str, Any] | None = None) -> Any:
         kwargs = kwargs or {}
+        if func is torch.Tensor.backward and self.mode != "as-run" and _ENGINE is not None:
+            return self._backward(*args, **kwargs)
+        if func in _DROPOUTS and self.fake and self.mode != "as-run" and (
+                out := _native_dropout(func, *args, **kwargs)) is not None:
+            self.dropouts += 1
+            return out
         if func is F.scaled_dot_product_attention and self.mode != "as-run":
             out = (_fused(*args, **kwargs) if self.mode == "fused" and self.fake
-                   else _eager(*args, **kwargs) if self.mode == "eager" else None)
+                   else _eager(*args, **kwargs, fused_dropout=self.fake)
+                   if self.mode == "eager" else None)
             if out is not None:
                 self.calls += 1
                 return out
             if _on_cpu_math_path(*args, **kwargs):
                 self.unfused += 1
         return func(*args, **kwargs)
+
+
+    def _backward(self, tensor: torch.Tensor, gradient: torch.Tensor | None = None,
+                  retain_graph: bool | None = None, create_graph: bool = False,
+                  inputs: Any = None) -> None:
+        # A mode is popped while its handler runs, and the autograd engine captures the
+        # mode stack when backward starts: calling func here would run backward (and
+        # checkpoint's recomputation) without this mode. Every public backward entry point
+        # dispatches to the handler again, so the engine is entered directly, as
+        # torch.autograd.backward does after its own checks.
+        assert _ENGINE is not None and _MAKE_GRADS is not None
+        if inputs is not None:
+            inputs = (inputs,) if isinstance(inputs, torch.Tensor) else tuple(
+                inputs.values() if isinstance(inputs, dict) else inputs)
+        with self:
+            grads = _MAKE_GRADS((tensor,), (gradient,), is_grads_batched=False)
+            _ENGINE((tensor,), grads, create_graph if retain_graph is None else retain_graph,
+                    create_graph, inputs or (), allow_unreachable=True, accumulate_grad=True)
+
+
+def _private(module: str, name: str) -> Any:
+    """A private torch function the backward reroute needs, or None (then backward runs
+    without the mode, and checkpointed attention keeps the CPU's path in recomputation)."""
+    import importlib
+
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        return None
+
+
+_ENGINE = _private("torch.autograd.graph", "_engine_run_backward")
+_MAKE_GRADS = _private("torch.autograd", "_make_grads")
+
+
+_DROPOUTS = (F.dropout, torch.dropout)
+
+
+def _native_dropout(func: Any, input: torch.Tensor, p: float = 0.5, *args: Any,
+                    **kwargs: Any) -> torch.Tensor | None:
+    """CUDA's fused dropout for a call that CUDA would fuse (training, not in place, a
+    floating-point tensor with elements), else None."""
+    names = ("training", "inplace") if func is F.dropout else ("train",)
+    flags = dict(zip(names, args, strict=False)) | kwargs
+    train = flags.get("training", flags.get("train", True))
+    if (not train or flags.get("inplace", False) or p == 0.0 or not input.is_floating_point()
+            or input.numel() == 0):
+        return None
+    return torch.ops.aten.native_dropout(input, p, True)[0]
 
 
 def _on_cpu_math_path(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -86,7 +152,7 @@ def _fused(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
 def _eager(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
            attn_mask: torch.Tensor | None = None, dropout_p: float = 0.0,
            is_causal: bool = False, scale: float | None = None,
-           enable_gqa: bool = False) -> torch.Tensor:
+           enable_gqa: bool = False, *, fused_dropout: bool = False) -> torch.Tensor:
     # numerically SDPA's result, except that a fully masked row gives NaN, not 0: this is
     # for counting, and the ops are those of attention written out
     if enable_gqa:
@@ -103,6 +169,7 @@ def _eager(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                   else scores + attn_mask)
     amp = torch.is_autocast_enabled(query.device.type)
     probs = F.softmax(scores, dim=-1, dtype=torch.float32 if amp else None)
-    if dropout_p > 0.0:
-        probs = F.dropout(probs, dropout_p)
+    if dropout_p > 0.0:  # this runs inside the mode's handler, where the mode is off
+        fused = _native_dropout(F.dropout, probs, dropout_p) if fused_dropout else None
+        probs = F.dropout(probs, dropout_p) if fused is None else fused
     return torch.matmul(probs, value)

@@ -180,4 +180,6 @@ def traced_step(model_or_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
     if attend.calls or attend.unfused:
         cap.trace.meta.update(attention=attention, attention_calls=attend.calls,
                               attention_unfused=attend.unfused)
+    if attend.dropouts:
+        cap.trace.meta["fused_dropout_calls"] = attend.dropouts
     return cap.trace
