@@ -13,9 +13,16 @@ import sys
 from pathlib import Path
 
 from roofline.hardware import DeviceSpec
+from roofline.hardware.achievable import Figure, _shipped_defaults, class_of, figures
 from roofline.hardware.registry import DATA_DIR, VENDOR_FILES, _builtin
-from roofline.hardware.spec import DEFAULT_LAUNCH_OVERHEAD_SECONDS, device_file_schema_json
+from roofline.hardware.spec import (
+    CLOCK_MARGIN,
+    DEFAULT_LAUNCH_OVERHEAD_SECONDS,
+    Measured,
+    device_file_schema_json,
+)
 from roofline.hardware.units import DTYPES, format_quantity
+from roofline.presentation.devices import side_by_side
 
 ROOT = Path(__file__).resolve().parent.parent
 DEVICES_MD = ROOT / "docs" / "devices.md"
@@ -55,6 +62,25 @@ Conventions:
   or type, form factor); a near miss such as `rtx 2080` for the RTX 2080 Ti raises and
   suggests, it is never substituted.
 
+Achievable figures (`achievable` in the data files, resolved by
+`roofline.hardware.achievable.figures(spec)`):
+
+- Measured figures sit next to the datasheet peaks, each with its source (repository at a commit
+  and path, or URL), method and conditions: DRAM bandwidth by access pattern (`read`, `copy` =
+  STREAM scale, `triad`, and `stream_app` = FluidX3D's bandwidth-bound LBM kernel), dense matmul
+  FLOP/s per dtype (fp32 accumulate), vector FLOP/s, per-kernel overhead of back-to-back launches
+  (plain and with CUDA/HIP graphs), sustained clock under load, pointer-chase DRAM latency, and
+  whether ECC is on by default (source under `ecc`). Crowd-sourced figures say so in their method.
+- The tables show datasheet and achievable side by side, `datasheet | achievable (share of
+  datasheet, origin)`. Origin `measured`: this device's measurement (for `copy`, FluidX3D's kernel
+  stands in where no STREAM measurement exists); `class default`: the median share of the measured
+  devices of its class (memory family and segment, see the class table below); `datasheet`: no
+  measured device in its class.
+- Loading rejects a bandwidth above the datasheet bandwidth (efficiency > 1), a FLOP/s figure or
+  clock above {margin:g}x the datasheet peak / rated boost (`CLOCK_MARGIN`: GeForce cards run above
+  their rated boost, up to 1.16x measured), and a figure without a source or method, naming file,
+  device and field.
+
 Add your own hardware with a YAML file in `platformdirs.user_config_dir("roofline")/devices/`
 (or `$ROOFLINE_DEVICES_DIR`) using the same fields; `roofline/hardware/data/schema.json` is the
 JSON Schema.
@@ -75,22 +101,67 @@ def _peaks(table: dict[str, float]) -> str:
 
 def _summary(specs: list[DeviceSpec]) -> list[str]:
     lines = [
-        "| Device | Vendor | Kind | BF16 matrix TFLOPS | FP16 matrix TFLOPS | FP32 vector TFLOPS "
-        "| Bandwidth TB/s | Memory GB | Ridge FLOP/B (BF16) |",
-        "|---|---|---|--:|--:|--:|--:|--:|--:|",
+        "| Device | Vendor | Kind | Class | BF16 matrix TFLOPS (datasheet \\| achievable) "
+        "| FP16 matrix TFLOPS (datasheet \\| achievable) | FP32 vector TFLOPS "
+        "| Bandwidth TB/s (datasheet \\| achievable, copy) | Memory GB | Ridge FLOP/B (BF16) |",
+        "|---|---|---|---|--:|--:|--:|--:|--:|--:|",
     ]
     for spec in specs:
         ridge = spec.ridge_point("bf16")
         memory = "-" if spec.memory_bytes is None else f"{spec.memory_bytes / 1e9:,.0f}"
+        achievable = figures(spec)
+        cells = [
+            side_by_side(spec.peak_flops_per_s("bf16"), achievable.matrix("bf16"), 1e12),
+            side_by_side(spec.peak_flops_per_s("fp16"), achievable.matrix("fp16"), 1e12),
+            _tflops(spec.peak_flops_per_s("fp32", "vector")),
+            side_by_side(spec.bandwidth_bytes_per_s, achievable.bandwidth("copy"), 1e12, 3),
+        ]
         lines.append(
             f"| [{spec.name}](#{_anchor(spec.name)}) | {spec.vendor} | {spec.kind} "
-            f"| {_tflops(spec.peak_flops_per_s('bf16'))} "
-            f"| {_tflops(spec.peak_flops_per_s('fp16'))} "
-            f"| {_tflops(spec.peak_flops_per_s('fp32', 'vector'))} "
-            f"| {spec.bandwidth_bytes_per_s / 1e12:.3f} | {memory} "
-            f"| {'-' if ridge is None else f'{ridge:,.0f}'} |"
+            f"| {class_of(spec)} | " + " | ".join(c.replace("|", "\\|") for c in cells)
+            + f" | {memory} | {'-' if ridge is None else f'{ridge:,.0f}'} |"
         )
     return lines
+
+
+def _class_table() -> list[str]:
+    lines = [
+        "| Class | Figure | Median | Members (measured) |",
+        "|---|---|--:|---|",
+    ]
+    for (cls, figure, key), default in _shipped_defaults().items():
+        if figure in ("bandwidth", "matrix"):
+            median = f"{default.value:.0%} of datasheet"
+        else:
+            median = format_quantity(default.value, "seconds")
+        label = f"{figure} {key}".strip()
+        lines.append(f"| {cls} | {label} | {median} | {', '.join(default.members)} |")
+    return lines
+
+
+_KINDS = {"bandwidth_bytes_per_s": "bandwidth", "matrix_flops_per_s": "flops",
+          "vector_flops_per_s": "flops", "sustained_clock_hz": "hz"}
+
+
+def _measured_line(spec: DeviceSpec, field: str, key: str, m: Measured) -> str:
+    kind = _KINDS.get(field, "seconds")
+    datasheet = {"bandwidth_bytes_per_s": spec.bandwidth_bytes_per_s,
+                 "matrix_flops_per_s": spec.matrix_flops_per_s.get(key),
+                 "vector_flops_per_s": spec.vector_flops_per_s.get(key),
+                 "sustained_clock_hz": spec.boost_clock_hz}.get(field)
+    share = "" if not datasheet else f" ({m.value / datasheet:.0%} of datasheet)"
+    label = field.removesuffix("_bytes_per_s").removesuffix("_flops_per_s").removesuffix(
+        "_seconds").removesuffix("_hz").replace("_", " ")
+    where = f"<{m.source}>" if m.source.startswith("http") else f"`{m.source}`"
+    details = "; ".join(p for p in (m.method, m.conditions) if p)
+    return (f"  - {label}{' ' + key if key else ''}: {format_quantity(m.value, kind)}{share}, "
+            f"measured: {where}; {details}")
+
+
+def _figure_line(figure: Figure) -> str:
+    text = str(figure).split(" (")[0]
+    share = "" if figure.share is None else f" ({figure.share:.0%} of datasheet)"
+    return f"  - {figure.name}: {text}{share}, {figure.origin}: {figure.source}"
 
 
 def _anchor(name: str) -> str:
@@ -144,6 +215,19 @@ def _details(spec: DeviceSpec) -> list[str]:
     items.append(
         f"- Launch overhead (model): {format_quantity(spec.launch_overhead_seconds, 'seconds')}"
     )
+    achievable = figures(spec)
+    measured = spec.achievable.measured() if spec.achievable else []
+    items.append(f"- Achievable ({class_of(spec)}; "
+                 + (f"{len(measured)} measured figure{'s' if len(measured) != 1 else ''}"
+                    if measured else "no measured figure") + "):")
+    items.extend(_measured_line(spec, field, key, m) for field, key, m in measured)
+    items.extend(_figure_line(f) for f in (achievable.bandwidth("copy"), achievable.matrix("bf16"))
+                 if f is not None and f.origin != "measured")
+    if achievable.ecc_default is not None:
+        items.append(f"  - ECC on by default: {'yes' if achievable.ecc_default else 'no'}")
+    if achievable.clock() is not None:
+        items.append(f"  - Power capped: {'yes' if achievable.power_capped else 'no'} "
+                     f"({achievable.power_capped_reason})")
     items.extend(["- Notes:", *(f"  - {note}" for note in spec.notes)] if spec.notes else [])
     items.append("- Sources:")
     items.extend(f"  - {group}: <{url}>" for group, url in spec.sources.items())
@@ -158,12 +242,20 @@ def render_devices_markdown() -> str:
         for kind, seconds in DEFAULT_LAUNCH_OVERHEAD_SECONDS.items()
     )
     lines = [
-        INTRO.format(overheads=overheads),
+        INTRO.format(overheads=overheads, margin=CLOCK_MARGIN),
         f"{len(specs)} devices.",
         "",
         "## Summary",
         "",
         *_summary(specs),
+        "",
+        "## Class defaults",
+        "",
+        "Medians over the measured devices of each class (shares of the datasheet figure for",
+        "bandwidth and matrix FLOP/s; seconds for launch overhead and DRAM latency), applied to",
+        "the devices of the class that have no measurement of their own.",
+        "",
+        *_class_table(),
         "",
     ]
     for vendor_file in VENDOR_FILES:

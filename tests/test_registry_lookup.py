@@ -148,6 +148,9 @@ TORCH_NAMES = [
     ("NVIDIA GeForce GTX TITAN X", "GTX TITAN X (Maxwell)"),
     ("AMD Instinct MI100", "MI100"), ("AMD Instinct MI210", "MI210"),
     ("AMD Instinct MI250X", "MI250X GCD"), ("AMD Instinct MI250X / MI250", "MI250X GCD"),
+    ("AMD Instinct MI250", "MI250 GCD"), ("NVIDIA L40", "L40"),
+    ("Tesla P100-PCIE-16GB", "P100 PCIe 16GB"), ("Tesla P100-SXM2-16GB", "P100 SXM2 16GB"),
+    ("Tesla P4", "P4"),
     ("AMD Instinct MI300X", "MI300X"), ("AMD Instinct MI325X", "MI325X"),
     ("AMD Instinct MI355X", "MI355X"),
 ]  # fmt: skip
@@ -190,8 +193,8 @@ def test_extra_filler_words_resolve(query: str, name: str) -> None:
     ("query", "suggested"),
     [
         # another product: a missing or extra model word is never substituted
-        ("NVIDIA L40", "L40S"),
-        ("L40", "L40S"),
+        ("NVIDIA L40 G", "L40"),
+        ("NVIDIA L40SX", "L40S"),
         ("NVIDIA GeForce RTX 4070", "RTX 4070 Ti"),
         ("Quadro RTX 6000", "RTX 6000 Ada"),  # Turing, not Ada
         ("Quadro RTX 5000", "RTX 5000 Ada"),
@@ -207,7 +210,7 @@ def test_extra_filler_words_resolve(query: str, name: str) -> None:
         ("AMD EPYC 9654 64-Core Processor", "EPYC 9654"),
         # other products whose names start with the query's model number
         ("NVIDIA H20", "H200 SXM"),  # the China-market Hopper, not an H200
-        ("AMD Instinct MI250", "MI250X"),  # MI250 has fewer CUs than MI250X
+        ("AMD Instinct MI250XT", "MI250X"),
         ("rtx 40", "RTX 4090"),
         ("MI3", "MI300X"),
     ],
@@ -227,7 +230,7 @@ def test_near_misses_raise_with_a_suggestion(query: str, suggested: str) -> None
         # "m3" is inside "hbm3" (an H100 alias), not at a word boundary of it
         ("Apple M3", {"Apple M3 Max"}, {"H100 SXM"}),
         ("NVIDIA H20", {"H200 SXM", "H200 NVL"}, set()),
-        ("AMD Instinct MI250", {"MI250X", "MI250X GCD"}, set()),
+        ("AMD Instinct MI25", {"MI250X", "MI250X GCD", "MI250 GCD"}, set()),
         ("rtx 40", {"RTX 4070 Ti", "RTX 4080", "RTX 4090", "RTX 4000 Ada"}, set()),
     ],
 )

@@ -21,9 +21,17 @@ from roofline.hardware.registry import (
     load_device,
     register_device,
 )
-from roofline.hardware.spec import DeviceSpec, DeviceSpecError, HostLink, Interconnect
+from roofline.hardware.spec import (
+    Achievable,
+    DeviceSpec,
+    DeviceSpecError,
+    HostLink,
+    Interconnect,
+    Measured,
+)
 
 __all__ = [
+    "Achievable",
     "AmbiguousDeviceError",
     "DeviceFileWarning",
     "DeviceSpec",
@@ -31,6 +39,7 @@ __all__ = [
     "Engine",
     "HostLink",
     "Interconnect",
+    "Measured",
     "UnknownDeviceError",
     "calibrate",
     "get_device",

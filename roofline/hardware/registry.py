@@ -10,7 +10,7 @@ Name lookup (:func:`get_device`) resolves a name only when it names one device: 
 spaces and punctuation aside), or token by token (every word of a registered name or alias
 present, the other words of the query only "filler" that agrees with the device: vendor
 words, its memory size or type, its form factor). A near miss ("rtx 2080" for the RTX 2080
-Ti, "NVIDIA L40" for the L40S) is never substituted: the error suggests similar names, found
+Ti, "NVIDIA H20" for the H200) is never substituted: the error suggests similar names, found
 from a word boundary on ("Apple M3" suggests the M3 Max, not "H100 80GB HBM3"); only a name
 that leaves out nothing but memory or form factor ("A100 PCIe") is called ambiguous.
 """

@@ -39,11 +39,14 @@ from roofline.hardware.units import (
 )
 
 __all__ = [
+    "CLOCK_MARGIN",
     "DEFAULT_LAUNCH_OVERHEAD_SECONDS",
+    "Achievable",
     "DeviceSpec",
     "DeviceSpecError",
     "HostLink",
     "Interconnect",
+    "Measured",
     "device_file_schema",
 ]
 
@@ -280,6 +283,166 @@ def _peak_table(allowed: tuple[str, ...]) -> Any:
     return normalise
 
 
+#: How far a measured FLOP/s figure or sustained clock may exceed the datasheet peak or rated
+#: boost clock it is compared with before the registry rejects it as a slip. GeForce cards
+#: run above their rated boost under load: an RTX 3090 held 1965 MHz against its rated
+#: 1695 MHz (1.16x; nvidia-smi log, https://github.com/noonghunna/club-3090/issues/107), an
+#: RTX 4090 2655 MHz against 2520 (1.05x; https://github.com/NVIDIA/nvbench/pull/207), and the
+#: highest measured matmul share in the shipped data is 77.83 / 68.2 TFLOPS = 1.14 (RTX 3080
+#: Ti, zzc0721/torch-performance-test-data@9d8282763726:database.md). 1.20 covers those with
+#: room for factory-overclocked boards, and still rejects a figure taken against the wrong
+#: peak: a sparse or fp16-accumulate rate (2x) filed as a dense fp32-accumulate measurement.
+CLOCK_MARGIN = 1.20
+
+#: Plausible pointer-chase DRAM latency, seconds: a unit-slip check (ns written as us), not
+#: a physical limit. Measured GPU DRAM latencies are a few hundred ns (gpu-benches
+#: gpu-latency: 317 ns V100, 408 ns A100, 254 ns L40); 10 ns to 10 us leaves 30x each side.
+DRAM_LATENCY_BAND_SECONDS: tuple[float, float] = (1e-8, 1e-5)
+
+BandwidthPattern = Literal["read", "copy", "triad", "stream_app"]
+
+# kind of quantity (units.parse_quantity) and whether a bandwidth may be a bit rate
+_MEASURED_KIND: dict[str, str] = {
+    "bandwidth_bytes_per_s": "bandwidth",
+    "matrix_flops_per_s": "flops",
+    "vector_flops_per_s": "flops",
+    "launch_overhead_seconds": "seconds",
+    "graph_launch_overhead_seconds": "seconds",
+    "sustained_clock_hz": "hz",
+    "dram_latency_seconds": "seconds",
+}
+
+
+class Measured(BaseModel):
+    """One measured achievable figure with where it comes from.
+
+    ``value`` is in the unit of the field that holds it (bytes/s, FLOP/s, seconds, Hz) and
+    may be written as a datasheet string ("2.69 TB/s", "794 TFLOPS", "2.6 us", "1395 MHz").
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    value: Annotated[float, Field(gt=0), _schema(
+        "Measured value in the unit of its field: number or e.g. '2.69 TB/s', '794 TFLOPS', "
+        "'2.6 us', '1395 MHz'")]
+    source: str = Field(description="Where the number was read: repo@commit:path or URL.")
+    method: str = Field(description="How it was measured (benchmark, kernel, statistic).")
+    conditions: str | None = Field(
+        None, description="Conditions: software, power cap, data size, derivation.")
+    clock_hz: Hertz | None = Field(
+        None, description="Clock during the measurement where the source states it.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _require_source(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for key in ("source", "method"):
+                text = data.get(key)
+                if not isinstance(text, str) or not text.strip():
+                    what = ("its source (repo@commit:path or URL)" if key == "source"
+                            else "its method (how it was measured)")
+                    raise ValueError(f"an achievable figure needs {what}; got {text!r}")
+        return data
+
+
+def _measured_values(kind: str, bits: bool = True) -> Any:
+    """Before-validator parsing ``value`` of a Measured (or a dict of them) as ``kind``."""
+
+    def parse_one(item: Any) -> Any:
+        if isinstance(item, dict) and "value" in item:
+            return {**item, "value": parse_quantity(item["value"], kind, bits=bits)}
+        return item
+
+    def parse(data: Any) -> Any:
+        if isinstance(data, dict) and "value" not in data:
+            return {key: parse_one(item) for key, item in data.items()}
+        return parse_one(data)
+
+    return parse
+
+
+class Achievable(BaseModel):
+    """Measured achievable figures of a device, each with source, method and conditions.
+
+    Patterns of ``bandwidth_bytes_per_s``: ``read`` (loads only), ``copy`` (STREAM scale or
+    copy: one load and one store per element), ``triad`` (two loads, one store), and
+    ``stream_app``, a large bandwidth-bound application kernel (FluidX3D's LBM, which moves
+    as many bytes in as out, like copy) kept apart from the microbenchmarks.
+    ``matrix_flops_per_s`` are dense matmuls with fp32 accumulation; ``vector_flops_per_s``
+    non-matrix rates (FMA loops, SGEMM on CUDA cores). ``launch_overhead_seconds`` is the
+    GPU-side time per kernel of back-to-back launches (``graph_`` with CUDA/HIP graphs).
+    ``ecc_default`` says whether ECC is on out of the box; its source is
+    ``DeviceSpec.sources["ecc"]``. See ``roofline.hardware.achievable`` for how figures and
+    class defaults are resolved.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    bandwidth_bytes_per_s: dict[BandwidthPattern, Measured] = Field(default_factory=dict)
+    matrix_flops_per_s: dict[str, Measured] = Field(default_factory=dict)
+    vector_flops_per_s: dict[str, Measured] = Field(default_factory=dict)
+    launch_overhead_seconds: Measured | None = None
+    graph_launch_overhead_seconds: Measured | None = None
+    sustained_clock_hz: Measured | None = None
+    dram_latency_seconds: Measured | None = None
+    ecc_default: bool | None = Field(
+        None, description="ECC on by default (source in DeviceSpec.sources['ecc']).")
+
+    normalise_matrix = field_validator("matrix_flops_per_s", mode="before")(_peak_table(DTYPES))
+    normalise_vector = field_validator("vector_flops_per_s", mode="before")(
+        _peak_table(VECTOR_DTYPES))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _parse_values(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        out = dict(data)
+        for name, kind in _MEASURED_KIND.items():
+            if out.get(name) is not None:
+                parse = _measured_values(kind, bits=name != "bandwidth_bytes_per_s")
+                try:
+                    out[name] = parse(out[name])
+                except ValueError as exc:
+                    raise ValueError(f"{name}: {exc}") from exc
+        return out
+
+    def measured(self) -> list[tuple[str, str, Measured]]:
+        """(field, key, figure) of every measured figure; key is the pattern or dtype ("")."""
+        rows = [(table, key, m) for table in ("bandwidth_bytes_per_s", "matrix_flops_per_s",
+                                              "vector_flops_per_s")
+                for key, m in getattr(self, table).items()]
+        rows += [(name, "", m) for name in ("launch_overhead_seconds",
+                                           "graph_launch_overhead_seconds",
+                                           "sustained_clock_hz", "dram_latency_seconds")
+                 if (m := getattr(self, name)) is not None]
+        return rows
+
+    def scaled(self, *, compute: float = 1.0, bandwidth: float = 1.0, clock: float = 1.0,
+               matrix: dict[str, float] | None = None,
+               vector: dict[str, float] | None = None) -> Achievable:
+        """Copy with FLOP/s figures x ``compute`` (x ``matrix``/``vector`` per dtype),
+        bandwidths x ``bandwidth`` and the sustained clock x ``clock``; shares unchanged."""
+
+        def times(m: Measured, factor: float) -> Measured:
+            if factor == 1.0 and clock == 1.0:
+                return m
+            clock_hz = None if m.clock_hz is None else m.clock_hz * clock
+            return m.model_copy(update={"value": m.value * factor, "clock_hz": clock_hz})
+
+        matrix, vector = matrix or {}, vector or {}
+        clock_hz = self.sustained_clock_hz
+        return self.model_copy(update={
+            "bandwidth_bytes_per_s": {k: times(m, bandwidth)
+                                      for k, m in self.bandwidth_bytes_per_s.items()},
+            "matrix_flops_per_s": {k: times(m, compute * matrix.get(k, 1.0))
+                                   for k, m in self.matrix_flops_per_s.items()},
+            "vector_flops_per_s": {k: times(m, compute * vector.get(k, 1.0))
+                                   for k, m in self.vector_flops_per_s.items()},
+            "sustained_clock_hz": None if clock_hz is None else times(clock_hz, clock),
+        })
+
+
 class DeviceSpec(BaseModel):
     """Datasheet description of one device (one GPU, one TPU chip, one CPU socket).
 
@@ -353,6 +516,10 @@ class DeviceSpec(BaseModel):
         description="Measured bytes/s of an elementwise add by bytes moved (roofline.calibrate); "
         "used in place of bandwidth_bytes_per_s for an op that moves that many bytes.",
     )
+    achievable: Achievable | None = Field(
+        None, description="Measured achievable figures (bandwidth by access pattern, dense "
+        "matmul per dtype, launch overhead, sustained clock, DRAM latency, ECC default), each "
+        "with source, method and conditions; see roofline.hardware.achievable.")
     measured: bool = False
     sources: dict[str, str] = Field(default_factory=dict, description="Field group -> URL.")
     notes: list[str] = Field(default_factory=list)
@@ -466,6 +633,55 @@ class DeviceSpec(BaseModel):
                 f"the fp32-accumulate fp16 peak {format_quantity(fp16, 'flops')} and twice it "
                 "(half-rate fp32 accumulation is the only gap datasheets list)"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _check_achievable(self) -> DeviceSpec:
+        """Measured figures against the datasheet: bandwidth at most the datasheet figure,
+        FLOP/s and clocks at most :data:`CLOCK_MARGIN` times the peak / rated boost, every
+        figure above 1% of what it derates (below is a unit slip), an ECC flag with its
+        source."""
+        achievable = self.achievable
+        if achievable is None:
+            return self
+        for pattern, m in achievable.bandwidth_bytes_per_s.items():
+            where = f"achievable.bandwidth_bytes_per_s[{pattern!r}]"
+            share = m.value / self.bandwidth_bytes_per_s
+            datasheet = format_quantity(self.bandwidth_bytes_per_s, "bandwidth")
+            if share > 1.0:
+                raise ValueError(
+                    f"{where} = {format_quantity(m.value, 'bandwidth')} is above the datasheet "
+                    f"bandwidth_bytes_per_s = {datasheet}: a bandwidth efficiency of "
+                    f"{share:.3g} > 1 (DRAM cannot stream faster than its interface; a "
+                    "cache-resident or bit-rate figure?)")
+            _check_share_floor(where, share)
+        for table in ("matrix_flops_per_s", "vector_flops_per_s"):
+            peaks = getattr(self, table)
+            for dtype, m in getattr(achievable, table).items():
+                where = f"achievable.{table}[{dtype!r}]"
+                peak = peaks.get(dtype)
+                if peak is None:
+                    raise ValueError(f"{where}: the device has no datasheet {table}[{dtype!r}] "
+                                     "peak to compare the measurement with")
+                _check_margin(where, m.value, peak, "flops", f"{table}[{dtype!r}]")
+                _check_share_floor(where, m.value / peak)
+        clock = achievable.sustained_clock_hz
+        if clock is not None and self.boost_clock_hz is not None:
+            _check_margin("achievable.sustained_clock_hz", clock.value, self.boost_clock_hz,
+                          "hz", "boost_clock_hz")
+            _check_share_floor("achievable.sustained_clock_hz", clock.value / self.boost_clock_hz)
+        for name in ("launch_overhead_seconds", "graph_launch_overhead_seconds",
+                     "dram_latency_seconds"):
+            m = getattr(achievable, name)
+            low, high = (DRAM_LATENCY_BAND_SECONDS if name == "dram_latency_seconds"
+                         else LAUNCH_OVERHEAD_BAND_SECONDS)
+            if m is not None and not low <= m.value <= high:
+                raise ValueError(
+                    f"achievable.{name} = {format_quantity(m.value, 'seconds')} is outside "
+                    f"{format_quantity(low, 'seconds')} to {format_quantity(high, 'seconds')}: "
+                    "ms, us or ns slipped?")
+        if achievable.ecc_default is not None and "ecc" not in self.sources:
+            raise ValueError("achievable.ecc_default needs its source in sources['ecc']")
         return self
 
     @model_validator(mode="after")
@@ -586,7 +802,11 @@ class DeviceSpec(BaseModel):
         Values may be datasheet strings, e.g.
         ``spec.with_overrides(bandwidth_bytes_per_s="4.8 TB/s")``. On a calibrated spec, a
         new bandwidth, matrix or vector peak rescales the measured memory curve, matmul curve
-        or depthwise rate with it.
+        or depthwise rate with it. Measured achievable figures follow an overridden peak
+        the same way (their share of the datasheet is kept): a new bandwidth scales the
+        measured bandwidths, a new matrix or vector peak the measurements of that dtype, a
+        new ``boost_clock_hz`` the sustained clock; a removed peak drops its measurements.
+        Pass ``achievable`` to set them instead.
 
         Raises
         ------
@@ -597,6 +817,9 @@ class DeviceSpec(BaseModel):
         follow = "fp16_accumulate_flops_per_s" not in fields
         if follow:  # set below, from the new fp16 peak
             data["fp16_accumulate_flops_per_s"] = None
+        keep_achievable = "achievable" not in fields
+        if keep_achievable:  # set below, rescaled to the new peaks
+            data["achievable"] = None
         spec = validate_device(data, origin="with_overrides()")
         # a measured curve or rate follows an overridden peak it was measured with
         matrix, vector = self.matrix_flops_per_s, self.vector_flops_per_s
@@ -614,10 +837,23 @@ class DeviceSpec(BaseModel):
             if table not in fields:  # measured on the vector units
                 data[table] = {k: rate * (_ratio(vector, spec.vector_flops_per_s, k) or 1.0)
                                for k, rate in getattr(spec, table).items()}
+        if keep_achievable and self.achievable is not None:
+            clock = (spec.boost_clock_hz / self.boost_clock_hz
+                     if spec.boost_clock_hz and self.boost_clock_hz else 1.0)
+            achievable = self.achievable.scaled(
+                bandwidth=memory, clock=clock,
+                matrix={k: _ratio(matrix, spec.matrix_flops_per_s, k) or 1.0 for k in matrix},
+                vector={k: _ratio(vector, spec.vector_flops_per_s, k) or 1.0 for k in vector},
+            ).model_dump()
+            for table in ("matrix_flops_per_s", "vector_flops_per_s"):  # a removed peak
+                achievable[table] = {k: m for k, m in achievable[table].items()  # drops its
+                                     if k in getattr(spec, table)}  # measurements
+            data["achievable"] = achievable
         return validate_device(data, origin="with_overrides()")
 
     def scaled(
-        self, flops_factor: float = 1.0, bandwidth_factor: float = 1.0, name: str | None = None
+        self, flops_factor: float = 1.0, bandwidth_factor: float = 1.0, name: str | None = None,
+        *, clock_factor: float = 1.0, cores_factor: float = 1.0,
     ) -> DeviceSpec:
         """What-if device: every peak times ``flops_factor``, bandwidth times ``bandwidth_factor``.
 
@@ -625,12 +861,22 @@ class DeviceSpec(BaseModel):
         ----------
         flops_factor : float
             Factor applied to all matrix, sparse and vector peaks (and the measured matmul
-            curve and depthwise rates); must be > 0.
+            curve, depthwise rates and measured achievable FLOP/s); must be > 0.
         bandwidth_factor : float
-            Factor applied to ``bandwidth_bytes_per_s`` (and the measured memory curve);
-            must be > 0.
+            Factor applied to ``bandwidth_bytes_per_s`` (and the measured memory curve and
+            achievable bandwidths); must be > 0.
         name : str, optional
             Defaults to e.g. ``"H100 SXM (2x FLOP/s)"``.
+        clock_factor : float
+            A faster or slower clock: scales every compute peak as ``flops_factor`` does, and
+            ``boost_clock_hz`` and the measured sustained clock; not DRAM bandwidth.
+        cores_factor : float
+            More or fewer SMs / CUs: scales every compute peak as ``flops_factor`` does, and
+            ``compute_units`` (rounded to a whole number, at least 1); not DRAM bandwidth.
+
+        Achievable figures keep their share of the datasheet: measured FLOP/s scale with the
+        compute peaks, measured bandwidths with the bandwidth; launch overhead and DRAM
+        latency stay as measured.
 
         Raises
         ------
@@ -638,35 +884,65 @@ class DeviceSpec(BaseModel):
             If a factor is not a finite number > 0.
         """
         flops, bandwidth = flops_factor, bandwidth_factor
-        for label, factor in (("flops_factor", flops), ("bandwidth_factor", bandwidth)):
+        clock, cores = clock_factor, cores_factor
+        for label, factor in (("flops_factor", flops), ("bandwidth_factor", bandwidth),
+                              ("clock_factor", clock), ("cores_factor", cores)):
             if (
                 isinstance(factor, bool)
                 or not isinstance(factor, (int, float))
                 or not 0 < factor < float("inf")
             ):
                 raise ValueError(f"{label} must be a finite number > 0, got {factor!r}")
+        compute = flops * clock * cores
         parts = [
             f"{flops:g}x FLOP/s" if flops != 1 else "",
             f"{bandwidth:g}x bandwidth" if bandwidth != 1 else "",
+            f"{clock:g}x clock" if clock != 1 else "",
+            f"{cores:g}x cores" if cores != 1 else "",
         ]
         label = ", ".join(p for p in parts if p) or "1x"
-        data = _scaled_curves(self.model_dump(), dict.fromkeys(self.matmul_curve, flops),
+        data = _scaled_curves(self.model_dump(), dict.fromkeys(self.matmul_curve, compute),
                               bandwidth)
         for table in ("matrix_flops_per_s", "matrix_sparse_flops_per_s", "vector_flops_per_s",
                       "depthwise_flops_per_s", "depthwise_backward_flops_per_s"):
-            data[table] = {k: v * flops for k, v in data[table].items()}
+            data[table] = {k: v * compute for k, v in data[table].items()}
         if self.fp16_accumulate_flops_per_s is not None:
-            data["fp16_accumulate_flops_per_s"] = self.fp16_accumulate_flops_per_s * flops
+            data["fp16_accumulate_flops_per_s"] = self.fp16_accumulate_flops_per_s * compute
+        if self.boost_clock_hz is not None:
+            data["boost_clock_hz"] = self.boost_clock_hz * clock
+        if self.compute_units is not None:
+            data["compute_units"] = max(1, round(self.compute_units * cores))
+        if self.achievable is not None:
+            data["achievable"] = self.achievable.scaled(
+                compute=compute, bandwidth=bandwidth, clock=clock).model_dump()
+        extra = "".join(f", {what} x{f:g}" for what, f in (("clock", clock), ("cores", cores))
+                        if f != 1)
         data.update(
             name=name or f"{self.name} ({label})",
             aliases=[],
             bandwidth_bytes_per_s=self.bandwidth_bytes_per_s * bandwidth,
             notes=[
                 *self.notes,
-                f"What-if variant of {self.name}: peaks x{flops:g}, bandwidth x{bandwidth:g}.",
+                f"What-if variant of {self.name}: peaks x{compute:g}, bandwidth "
+                f"x{bandwidth:g}{extra}.",
             ],
         )
         return validate_device(data, origin="scaled()", plausibility=False)
+
+
+def _check_margin(where: str, value: float, peak: float, kind: str, peak_name: str) -> None:
+    if value > peak * CLOCK_MARGIN:
+        raise ValueError(
+            f"{where} = {format_quantity(value, kind)} is {value / peak:.3g}x the datasheet "
+            f"{peak_name} = {format_quantity(peak, kind)}, more than the {CLOCK_MARGIN:g}x "
+            "clock margin (CLOCK_MARGIN) that boards running above their rated boost reach: a "
+            "sparse or fp16-accumulate rate, or the wrong unit?")
+
+
+def _check_share_floor(where: str, share: float) -> None:
+    if share < 0.01:
+        raise ValueError(f"{where} is {share:.3g} of the datasheet figure it derates, below "
+                         "1%: a unit slip (GFLOPS for TFLOPS, GB/s for TB/s)?")
 
 
 def _ratio(before: dict[str, float], after: dict[str, float], key: str) -> float | None:

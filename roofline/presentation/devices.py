@@ -1,4 +1,9 @@
-"""Plain-text and JSON views of device specs (``roofline devices``)."""
+"""Plain-text and JSON views of device specs (``roofline devices``).
+
+Peaks are shown as datasheet and achievable side by side, ``"3.350 | 2.693 (80%,
+measured)"``: the achievable figure is measured, a class default or the datasheet itself
+(``roofline.hardware.achievable``).
+"""
 
 from __future__ import annotations
 
@@ -6,15 +11,16 @@ import json
 from collections.abc import Iterable
 
 from roofline.hardware import DeviceSpec
+from roofline.hardware.achievable import Figure, figures
 
-__all__ = ["device_row", "devices_to_json", "format_devices_table"]
+__all__ = ["device_row", "devices_to_json", "format_devices_table", "side_by_side"]
 
 HEADERS = (
     "Name",
     "Vendor",
-    "BF16 matrix TFLOPS",
+    "BF16 matrix TFLOPS (datasheet | achievable)",
     "FP32 vector TFLOPS",
-    "Bandwidth TB/s",
+    "Bandwidth TB/s (datasheet | achievable, copy)",
     "Memory GB",
     "Ridge FLOP/B (BF16)",
 )
@@ -24,11 +30,25 @@ def _fmt(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
 
 
+def side_by_side(datasheet: float | None, achievable: Figure | None, scale: float,
+                 digits: int = 1) -> str:
+    """``"989.4 | 794.5 (80%, measured)"``: datasheet and achievable in one cell (``-`` if
+    the datasheet has no figure)."""
+    if datasheet is None:
+        return "-"
+    if achievable is None:
+        return _fmt(datasheet / scale, digits)
+    share = "" if achievable.share is None else f"{achievable.share:.0%}, "
+    return (f"{_fmt(datasheet / scale, digits)} | {_fmt(achievable.value / scale, digits)} "
+            f"({share}{achievable.origin})")
+
+
 def device_row(spec: DeviceSpec) -> tuple[str, ...]:
     """The cells of one table row: name, vendor, peaks, bandwidth, memory, ridge point.
 
     Missing values (no BF16 matrix unit, no published figure) are shown as ``-``.
     """
+    achievable = figures(spec)
     bf16 = spec.peak_flops_per_s("bf16", "matrix")
     fp32 = spec.peak_flops_per_s("fp32", "vector")
     memory = spec.memory_bytes
@@ -36,9 +56,9 @@ def device_row(spec: DeviceSpec) -> tuple[str, ...]:
     return (
         spec.name,
         spec.vendor,
-        _fmt(None if bf16 is None else bf16 / 1e12),
+        side_by_side(bf16, achievable.matrix("bf16"), 1e12),
         _fmt(None if fp32 is None else fp32 / 1e12),
-        _fmt(spec.bandwidth_bytes_per_s / 1e12, 3),
+        side_by_side(spec.bandwidth_bytes_per_s, achievable.bandwidth("copy"), 1e12, 3),
         _fmt(None if memory is None else memory / 1e9, 0),
         _fmt(ridge, 0),
     )

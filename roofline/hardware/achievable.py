@@ -1,0 +1,514 @@
+"""Achievable figures of a device: measured, else a documented default for its class, else
+the datasheet.
+
+The registry stores datasheet peaks and, next to them, *measured* achievable figures
+(:class:`roofline.hardware.spec.Achievable`), each with source, method and conditions.
+:func:`figures` resolves every figure the analysis needs, and says where it came from:
+
+* ``"measured"``: a measurement of this device in the registry (or, on a calibrated spec,
+  the spec's own figures, which ``roofline.calibrate`` measured);
+* ``"class default"``: the median over the *shipped* registry's measured members of the
+  device's class (:func:`class_of`), applied to this device's datasheet figure. A default
+  for a class is never chosen by hand, and never fitted to validation data: it is the
+  median of the measured shares, recomputed whenever the data files change;
+* ``"datasheet"``: no measurement and no measured member of the class: the datasheet
+  figure itself (share 1.0), or for launch overhead the registry's modelling constant.
+
+Classes (:func:`class_of`): memory family (HBM; GDDR incl. GDDR5X/6/6X/7; other) and
+segment, which stands for the power class. GPUs are *consumer* (a name or alias with
+GeForce, TITAN, GTX or Radeon, or RTX without a workstation word: boards that boost above
+their rated clock), *workstation* (Quadro, RTX A-series, RTX Ada: full-rate fp32
+accumulation at a 130-300 W board limit) or *datacentre* (the rest: Tesla-class NVIDIA
+parts such as T4, A10, L4, A100, H100, and AMD Instinct). GPUs on unified LPDDR memory
+(Apple, Jetson) form "other GPU"; TPUs, other accelerators and CPUs form classes of their
+own ("HBM TPU", "HBM accelerator", "CPU"). Launch overhead defaults pool every measured
+device of a kind ("GPU"); DRAM latency defaults pool the GPUs of a memory family
+("HBM GPU", "GDDR GPU").
+
+Resolution, per figure:
+
+* ``bandwidth(pattern)``: the device's measurement of that pattern; else its nearest
+  measured pattern (``copy`` falls back to ``stream_app``, FluidX3D's LBM kernel, which
+  like copy moves one byte in per byte out; ``read`` and ``triad`` fall back to the
+  device's ``copy``, then ``stream_app``), still ``"measured"`` and saying which; else the
+  class median of the members' shares for that pattern (each member counted with its own
+  figure resolved the same way); else the datasheet.
+* ``matrix(dtype)``: the measurement of that dtype; else, for fp16/bf16 with equal
+  datasheet peaks, the device's measured share of the other; else the class median share
+  for that dtype; else the datasheet. None when the device has no matrix peak for it.
+* ``vector(dtype)``: the measurement, else the datasheet (no class default: the few FMA
+  measurements differ in kernel and clock behaviour too much to transfer).
+* ``launch_overhead(graphs)``: the measurement; else an explicit
+  ``launch_overhead_seconds`` on the spec (a value other than the per-kind modelling
+  default, e.g. from a user file); else the median over measured devices of the same kind
+  (all measured GPUs: launch cost is a driver and front-end property, not a memory one);
+  else the modelling constant ``spec.launch_overhead_seconds`` (origin ``"datasheet"``,
+  which here means the registry constant, as its method says).
+* ``dram_latency()``: the measurement; else the median over measured GPUs of the same
+  memory family (HBM, GDDR); else None.
+* ``clock()``: the measured sustained clock (share of ``boost_clock_hz`` where rated); None
+  when not measured.
+
+``power_capped`` is True when a measured sustained clock is more than 1% (one 15 MHz clock
+step at 1.5 GHz) below the rated boost clock: the board power or thermal limit holds the
+clock down under load. ``power_capped_reason`` says why or why not.
+
+Run ``python -c "from roofline.hardware.achievable import class_defaults; ..."`` or see
+``docs/devices.md`` (generated) for the current class-default table.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from roofline._si import si
+from roofline.hardware.spec import DEFAULT_LAUNCH_OVERHEAD_SECONDS, DeviceSpec, Measured
+from roofline.hardware.units import canonical_dtype
+
+__all__ = [
+    "POWER_CAP_CLOCK_SHARE",
+    "ClassDefault",
+    "Figure",
+    "Figures",
+    "Origin",
+    "class_defaults",
+    "class_of",
+    "figures",
+]
+
+Origin = Literal["measured", "class default", "datasheet"]
+Pattern = Literal["read", "copy", "triad", "stream_app"]
+
+#: A measured sustained clock below this share of the rated boost marks the device power-
+#: (or thermally) capped: more than one 15 MHz clock step below the boost at ~1.5 GHz.
+POWER_CAP_CLOCK_SHARE = 0.99
+
+# The pattern a missing one falls back to, in order (see the module docstring).
+_BANDWIDTH_FALLBACK: dict[str, tuple[str, ...]] = {
+    "copy": ("stream_app",),
+    "read": ("copy", "stream_app"),
+    "triad": ("copy", "stream_app"),
+    "stream_app": ("copy",),
+}
+_SIBLING = {"fp16": "bf16", "bf16": "fp16"}
+_CONSUMER = re.compile(r"\b(geforce|titan|gtx|radeon)\b", re.IGNORECASE)
+_WORKSTATION = re.compile(r"\b(quadro|rtx a\d+|ada)\b", re.IGNORECASE)
+_KIND_LABEL = {"gpu": "GPU", "tpu": "TPU", "cpu": "CPU", "accelerator": "accelerator"}
+_UNITS = {"bandwidth": "B/s", "flops": "FLOP/s", "seconds": "s", "hz": "Hz"}
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One resolved figure: its value, share of the datasheet, and where it comes from.
+
+    Attributes
+    ----------
+    value : float
+        In the unit its name implies (bytes/s, FLOP/s, seconds, Hz).
+    share : float or None
+        ``value`` over the datasheet figure it derates; None where there is none (latency,
+        launch overhead, a clock with no rated boost).
+    origin : {"measured", "class default", "datasheet"}
+    source : str
+        The citation (measured), the class and its members (class default), or the field.
+    method : str
+        How it was measured or derived.
+    kind : str
+        ``"bandwidth"``, ``"flops"``, ``"seconds"`` or ``"hz"`` (for printing).
+    name : str
+        What it is, e.g. ``"bandwidth (copy)"``, ``"matrix bf16"``.
+    """
+
+    value: float
+    share: float | None
+    origin: Origin
+    source: str
+    method: str
+    kind: str = ""
+    name: str = ""
+
+    def __str__(self) -> str:
+        """E.g. ``"2.69 TB/s (80% of datasheet, measured: FluidX3D@8986874)"``."""
+        text = si(self.value, _UNITS.get(self.kind, ""), digits=3)
+        share = "" if self.share is None else f"{self.share:.0%} of datasheet, "
+        if self.origin == "datasheet":
+            return f"{text} ({share}datasheet)" if share and self.share != 1.0 \
+                else f"{text} (datasheet)"
+        source = self.source.split(" (")[0] if self.origin == "class default" \
+            else _short(self.source)
+        return f"{text} ({share}{self.origin}: {source})"
+
+
+@dataclass(frozen=True)
+class ClassDefault:
+    """Median of one figure over the measured members of one class.
+
+    ``value`` is a share of the datasheet for bandwidth and matrix figures, seconds for
+    launch overhead and DRAM latency.
+    """
+
+    class_name: str
+    figure: str  # "bandwidth", "matrix", "launch", "latency"
+    key: str  # pattern, dtype, "plain"/"graph", or ""
+    value: float
+    members: tuple[str, ...]
+
+    @property
+    def description(self) -> str:
+        plural = "s" if len(self.members) != 1 else ""
+        return (f"median of {len(self.members)} measured {self.class_name} "
+                f"device{plural} ({', '.join(self.members)})")
+
+
+def _short(source: str) -> str:
+    """A short form of a citation: ``owner/repo@commit:path`` -> ``repo@commit7``."""
+    repo = re.match(r"[\w.-]+/([\w.-]+)@([0-9a-f]{7})", source)
+    if repo:
+        return f"{repo.group(1)}@{repo.group(2)}"
+    url = re.match(r"https?://(?:www\.)?(\S+)", source)
+    if url:
+        text = url.group(1)
+        return text if len(text) <= 40 else text[:39] + "..."
+    return source if len(source) <= 60 else source[:59] + "..."
+
+
+def memory_family(spec: DeviceSpec) -> str:
+    """``"HBM"``, ``"GDDR"`` or ``"other"`` (LPDDR, DDR, unknown) from ``memory_type``."""
+    memory = (spec.memory_type or "").upper()
+    for family in ("HBM", "GDDR"):
+        if memory.startswith(family):
+            return family
+    return "other"
+
+
+def class_of(spec: DeviceSpec) -> str:
+    """The device's class for defaults, e.g. ``"HBM datacentre"``, ``"GDDR consumer"``.
+
+    See the module docstring for the rule.
+    """
+    family = memory_family(spec)
+    if spec.kind == "cpu":
+        return "CPU"
+    if spec.kind == "tpu":
+        return f"{family} TPU"
+    if spec.kind == "accelerator":
+        return f"{family} accelerator"
+    if family == "other":
+        return "other GPU"
+    labels = (spec.name, *spec.aliases)
+    if any(_CONSUMER.search(label) for label in labels):
+        return f"{family} consumer"
+    if any(_WORKSTATION.search(label) for label in labels):
+        return f"{family} workstation"
+    if any(re.search(r"\brtx\b", label, re.IGNORECASE) for label in labels):
+        return f"{family} consumer"  # GeForce RTX cards named without "GeForce"
+    return f"{family} datacentre"
+
+
+def _own_bandwidth(spec: DeviceSpec, pattern: str) -> tuple[Measured, str] | None:
+    """The device's measurement for ``pattern`` or its nearest measured pattern, and which."""
+    if spec.achievable is None:
+        return None
+    table = spec.achievable.bandwidth_bytes_per_s
+    for key in (pattern, *_BANDWIDTH_FALLBACK[pattern]):
+        if key in table:
+            return table[key], key  # type: ignore[index]
+    return None
+
+
+def _own_matrix(spec: DeviceSpec, dtype: str) -> tuple[Measured, str] | None:
+    """The device's matrix measurement for ``dtype``, or of its fp16/bf16 sibling with the
+    same datasheet peak, and which dtype it is."""
+    if spec.achievable is None:
+        return None
+    table = spec.achievable.matrix_flops_per_s
+    if dtype in table:
+        return table[dtype], dtype
+    sibling = _SIBLING.get(dtype)
+    peaks = spec.matrix_flops_per_s
+    if sibling in table and sibling is not None and peaks.get(sibling) == peaks.get(dtype):
+        return table[sibling], sibling
+    return None
+
+
+def class_defaults(population: Iterable[DeviceSpec]) -> dict[tuple[str, str, str], ClassDefault]:
+    """Class defaults from the measured members of ``population``.
+
+    Parameters
+    ----------
+    population : iterable of DeviceSpec
+        The devices whose measurements define the defaults (:func:`figures` uses the
+        shipped registry).
+
+    Returns
+    -------
+    dict
+        ``(class, figure, key) -> ClassDefault``; figure is ``"bandwidth"`` (key: pattern),
+        ``"matrix"`` (key: dtype), ``"launch"`` (class: the device kind, key ``"plain"`` or
+        ``"graph"``) or ``"latency"`` (class: the memory family, key ``""``).
+    """
+    samples: dict[tuple[str, str, str], list[tuple[str, float]]] = {}
+
+    def add(key: tuple[str, str, str], name: str, value: float) -> None:
+        samples.setdefault(key, []).append((name, value))
+
+    for spec in population:
+        if spec.achievable is None or spec.measured:
+            continue
+        cls = class_of(spec)
+        for pattern in ("read", "copy", "triad", "stream_app"):
+            own = _own_bandwidth(spec, pattern)
+            if own is not None:
+                add((cls, "bandwidth", pattern), spec.name,
+                    own[0].value / spec.bandwidth_bytes_per_s)
+        for dtype, m in spec.achievable.matrix_flops_per_s.items():
+            add((cls, "matrix", dtype), spec.name, m.value / spec.matrix_flops_per_s[dtype])
+        for key, overhead in (("plain", spec.achievable.launch_overhead_seconds),
+                              ("graph", spec.achievable.graph_launch_overhead_seconds)):
+            if overhead is not None:
+                add((_KIND_LABEL[spec.kind], "launch", key), spec.name, overhead.value)
+        latency = spec.achievable.dram_latency_seconds
+        if latency is not None and spec.kind == "gpu" and memory_family(spec) != "other":
+            add((f"{memory_family(spec)} GPU", "latency", ""), spec.name, latency.value)
+    return {key: ClassDefault(key[0], key[1], key[2],
+                              statistics.median(v for _, v in rows),
+                              tuple(name for name, _ in rows))
+            for key, rows in sorted(samples.items())}
+
+
+@functools.cache
+def _shipped_defaults() -> dict[tuple[str, str, str], ClassDefault]:
+    from roofline.hardware.registry import _builtin  # the shipped data files only
+
+    return class_defaults(spec for spec, _ in _builtin())
+
+
+class Figures:
+    """Read-only view of a device's resolved achievable figures (see :func:`figures`)."""
+
+    def __init__(self, spec: DeviceSpec,
+                 defaults: dict[tuple[str, str, str], ClassDefault]) -> None:
+        self._spec = spec
+        self._defaults = defaults
+        self._class = class_of(spec)
+
+    @property
+    def spec(self) -> DeviceSpec:
+        return self._spec
+
+    @property
+    def class_name(self) -> str:
+        """The device's class (:func:`class_of`)."""
+        return self._class
+
+    def _default(self, figure: str, key: str, cls: str | None = None) -> ClassDefault | None:
+        return self._defaults.get((cls or self._class, figure, key))
+
+    def _calibrated(self, value: float, kind: str, name: str) -> Figure:
+        return Figure(value, 1.0 if kind != "seconds" else None, "measured",
+                      "roofline.calibrate", "the spec's own figures were measured on this "
+                      "machine (DeviceSpec.measured)", kind, name)
+
+    # ------------------------------------------------------------------ bandwidth
+    def bandwidth(self, pattern: Pattern = "copy") -> Figure:
+        """Achievable DRAM bandwidth for an access pattern; never None.
+
+        Parameters
+        ----------
+        pattern : {"copy", "read", "triad", "stream_app"}
+            ``copy``: one load and one store per element (STREAM scale); ``read``: loads
+            only; ``triad``: two loads and one store.
+        """
+        if pattern not in _BANDWIDTH_FALLBACK:
+            raise ValueError(f"unknown bandwidth pattern {pattern!r}; expected one of "
+                             f"{', '.join(_BANDWIDTH_FALLBACK)}")
+        spec, name = self._spec, f"bandwidth ({pattern})"
+        peak = spec.bandwidth_bytes_per_s
+        if spec.measured:
+            return self._calibrated(peak, "bandwidth", name)
+        own = _own_bandwidth(spec, pattern)
+        if own is not None:
+            m, key = own
+            method = m.method if key == pattern else (
+                f"{m.method} [no {pattern} measurement: the device's {key} figure stands in]")
+            return _measured(m, method, m.value / peak, "bandwidth", name)
+        default = self._default("bandwidth", pattern)
+        if default is not None:
+            return Figure(peak * default.value, default.value, "class default",
+                          default.description, f"datasheet bandwidth x class median share "
+                          f"for {pattern}", "bandwidth", name)
+        return Figure(peak, 1.0, "datasheet", "bandwidth_bytes_per_s",
+                      "datasheet bandwidth (no measured member of the class "
+                      f"{self._class!r})", "bandwidth", name)
+
+    # ------------------------------------------------------------------ compute
+    def matrix(self, dtype: Any) -> Figure | None:
+        """Achievable dense matrix FLOP/s for ``dtype`` (fp32 accumulate); None when the
+        device has no datasheet matrix peak for it."""
+        key = canonical_dtype(dtype)
+        spec, name = self._spec, f"matrix {key}"
+        peak = spec.matrix_flops_per_s.get(key)
+        if peak is None:
+            return None
+        if spec.measured:
+            return self._calibrated(peak, "flops", name)
+        own = _own_matrix(spec, key)
+        if own is not None:
+            m, measured_dtype = own
+            method = m.method if measured_dtype == key else (
+                f"{m.method} [{measured_dtype} measurement; {key} has the same datasheet peak]")
+            share = m.value / spec.matrix_flops_per_s[measured_dtype]
+            return _measured(m, method, share, "flops", name, value=peak * share)
+        default = self._default("matrix", key)
+        if default is not None:
+            return Figure(peak * default.value, default.value, "class default",
+                          default.description, f"datasheet {key} peak x class median share",
+                          "flops", name)
+        return Figure(peak, 1.0, "datasheet", f"matrix_flops_per_s[{key!r}]",
+                      f"datasheet peak (no measured {key} matmul in class {self._class!r})",
+                      "flops", name)
+
+    def vector(self, dtype: Any) -> Figure | None:
+        """Achievable non-matrix FLOP/s for ``dtype``: measured, else the datasheet; None
+        when the device has no vector peak for it."""
+        key = canonical_dtype(dtype)
+        spec, name = self._spec, f"vector {key}"
+        peak = spec.vector_flops_per_s.get(key)
+        if peak is None:
+            return None
+        if spec.measured:
+            return self._calibrated(peak, "flops", name)
+        m = spec.achievable.vector_flops_per_s.get(key) if spec.achievable else None
+        if m is not None:
+            return _measured(m, m.method, m.value / peak, "flops", name)
+        return Figure(peak, 1.0, "datasheet", f"vector_flops_per_s[{key!r}]",
+                      "datasheet peak (vector figures have no class default)", "flops", name)
+
+    # ------------------------------------------------------------------ overhead, latency
+    def launch_overhead(self, graphs: bool = False) -> Figure:
+        """GPU-side time per kernel of back-to-back launches (with CUDA/HIP graphs if
+        ``graphs``); never None."""
+        spec = self._spec
+        name = "launch overhead" + (" (graphs)" if graphs else "")
+        field = "graph_launch_overhead_seconds" if graphs else "launch_overhead_seconds"
+        if spec.measured:
+            return self._calibrated(spec.launch_overhead_seconds, "seconds", name)
+        m = getattr(spec.achievable, field) if spec.achievable else None
+        if m is not None:
+            return _measured(m, m.method, None, "seconds", name)
+        if spec.launch_overhead_seconds != DEFAULT_LAUNCH_OVERHEAD_SECONDS[spec.kind]:
+            return Figure(spec.launch_overhead_seconds, None, "datasheet",
+                          "launch_overhead_seconds", "set on the spec (not the per-kind "
+                          "modelling default)", "seconds", name)
+        default = self._default("launch", "graph" if graphs else "plain",
+                                _KIND_LABEL[spec.kind])
+        if default is not None:
+            return Figure(default.value, None, "class default", default.description,
+                          "median of measured per-kernel overheads of the same kind",
+                          "seconds", name)
+        return Figure(spec.launch_overhead_seconds, None, "datasheet",
+                      "launch_overhead_seconds", "registry modelling constant "
+                      "(DEFAULT_LAUNCH_OVERHEAD_SECONDS), not a measurement", "seconds", name)
+
+    def dram_latency(self) -> Figure | None:
+        """Pointer-chase DRAM latency: measured, else the memory family's median; None
+        where neither exists (CPUs, TPUs, unified-memory GPUs)."""
+        spec, name = self._spec, "DRAM latency"
+        m = spec.achievable.dram_latency_seconds if spec.achievable else None
+        if m is not None:
+            return _measured(m, m.method, None, "seconds", name)
+        if spec.kind != "gpu":
+            return None
+        default = self._default("latency", "", f"{memory_family(spec)} GPU")
+        if default is None:
+            return None
+        return Figure(default.value, None, "class default", default.description,
+                      "median of measured pointer-chase latencies of the memory family",
+                      "seconds", name)
+
+    def clock(self) -> Figure | None:
+        """Measured sustained clock under load (share of the rated boost); None if not
+        measured."""
+        spec = self._spec
+        m = spec.achievable.sustained_clock_hz if spec.achievable else None
+        if m is None:
+            return None
+        share = m.value / spec.boost_clock_hz if spec.boost_clock_hz else None
+        return _measured(m, m.method, share, "hz", "sustained clock")
+
+    @property
+    def ecc_default(self) -> bool | None:
+        """Whether ECC is on by default (source: ``spec.sources["ecc"]``); None if unknown."""
+        return self._spec.achievable.ecc_default if self._spec.achievable else None
+
+    @property
+    def power_capped(self) -> bool:
+        """Whether a measured sustained clock sits below :data:`POWER_CAP_CLOCK_SHARE` of
+        the rated boost (see :attr:`power_capped_reason`)."""
+        clock = self.clock()
+        return clock is not None and clock.share is not None \
+            and clock.share < POWER_CAP_CLOCK_SHARE
+
+    @property
+    def power_capped_reason(self) -> str:
+        """Why :attr:`power_capped` is what it is."""
+        clock = self.clock()
+        if clock is None:
+            return "no measured sustained clock"
+        if clock.share is None:
+            return f"sustained clock {si(clock.value, 'Hz')} measured, but no rated boost clock"
+        boost = si(self._spec.boost_clock_hz or 0.0, "Hz")
+        relation = "below" if self.power_capped else "not below"
+        return (f"measured sustained clock {si(clock.value, 'Hz', digits=4)} is "
+                f"{clock.share:.1%} of the rated {boost} boost, {relation} "
+                f"{POWER_CAP_CLOCK_SHARE:.0%}")
+
+    def used(self) -> list[Figure]:
+        """Every resolved figure of the device: bandwidth by pattern, matrix and vector per
+        dtype, launch overheads, DRAM latency, sustained clock."""
+        spec = self._spec
+        rows: list[Figure | None] = [self.bandwidth(p) for p in ("read", "copy", "triad")]
+        rows += [self.matrix(d) for d in spec.matrix_flops_per_s]
+        rows += [self.vector(d) for d in spec.vector_flops_per_s]
+        rows += [self.launch_overhead(), self.launch_overhead(graphs=True), self.dram_latency(),
+                 self.clock()]
+        return [row for row in rows if row is not None]
+
+    def __repr__(self) -> str:
+        return f"Figures({self._spec.name!r}, class={self._class!r})"
+
+
+def _measured(m: Measured, method: str, share: float | None, kind: str, name: str,
+              value: float | None = None) -> Figure:
+    details = "; ".join(part for part in (method, m.conditions) if part)
+    return Figure(m.value if value is None else value, share, "measured", m.source, details,
+                  kind, name)
+
+
+@functools.lru_cache(maxsize=512)
+def _cached(spec: DeviceSpec) -> Figures:
+    return Figures(spec, _shipped_defaults())
+
+
+def figures(spec: DeviceSpec, population: Iterable[DeviceSpec] | None = None) -> Figures:
+    """Resolved achievable figures of ``spec``.
+
+    Parameters
+    ----------
+    spec : DeviceSpec
+    population : iterable of DeviceSpec, optional
+        Devices whose measurements define the class defaults; the shipped registry when
+        omitted (the result is then cached per spec).
+
+    Returns
+    -------
+    Figures
+    """
+    if population is None:
+        return _cached(spec)
+    return Figures(spec, class_defaults(population))
