@@ -6,9 +6,24 @@ comparable pairs its README describes (same source, model, task, precision, metr
 framework for NVIDIA's tables; batch for batch where a table measured each device at
 several batches), builds the zoo's equivalent model for each covered
 family at the published batch, precision and sequence length (fake tensors), predicts
-the speedup between the two devices from datasheet peaks, and prints each pair's
-predicted and measured ratio, then the median and 90th-percentile error per source and
-precision. No constant is tuned per model or device pair.
+the speedup between the two devices, and prints each pair's predicted and measured
+ratio, then the median and 90th-percentile error per source and precision. It also
+predicts each row's absolute throughput (samples/s, or ms per iteration) against the
+measured one.
+
+Every prediction is made four ways, each adding one physical effect to the one before
+(the ablation says which effect moved which source's error):
+
+1. ``datasheet``: datasheet peaks, launch overhead as a floor in the max (the classic
+   roofline with a launch floor), no layout transposes;
+2. ``+achievable``: the rates each device was measured to reach (registry ``achievable``
+   figures, each cited; class defaults where a device has none);
+3. ``+additive``: per-kernel overhead added to the transfer/compute time, and the DRAM
+   latency of Little's law (``T = a + V / b``);
+4. ``+layout`` (the library's default): cuDNN's NCHW <-> NHWC transposes around 16-bit
+   channels-first convolutions.
+
+No constant is tuned per model, device or pair, nor fitted to the validation file.
 
 Usage: ``python benchmarks/published.py [--data PATH] [--efficiency 0.7] [--pairs]``
 """
@@ -56,6 +71,10 @@ class Workload:
     # strided_bmm2 in PyTorch/Translation/Transformer/fairseq/modules/
     # multihead_attention.py, NVIDIA/DeepLearningExamples@1d4211fe9d94 and @48dc9adacd40)
     attention: AttentionMode = "fused"
+    # NVIDIA's PyTorch ResNet-50 runs AMP in NHWC ("memory_format: nhwc" for every AMP
+    # platform in PyTorch/Classification/ConvNets/configs.yml, NVIDIA/DeepLearningExamples
+    # @097c7ff917b7); its TF32/FP32 runs and Lambda's (NCHW in their logs) are channels-first
+    channels_last: bool = False
 
 
 # family -> (zoo name, sequence length or None); rows of other families are skipped
@@ -103,9 +122,12 @@ def workload(row: pd.Series) -> Workload | None:
         batch = max(1, batch // 2 // seq)  # token batch -> sentence pairs of src+tgt
     llama_cpp = "llama.cpp" in str(row.notes) or str(row.source).startswith("XiongjieDai")
     precision = precision_of(row.precision)
+    nhwc = (zoo.startswith("resnet") and precision == "amp"
+            and str(row.source).startswith("NVIDIA") and "PyTorch" in str(row.framework))
     return Workload(zoo, row.task, precision, batch, seq,
                     fp16_accumulate=llama_cpp and precision == "half",
-                    attention="eager" if zoo.startswith(("bert", "transformer")) else "fused")
+                    attention="eager" if zoo.startswith(("bert", "transformer")) else "fused",
+                    channels_last=nhwc)
 
 
 # The sources' device spellings that the registry's lookup does not take as they are,
@@ -135,11 +157,20 @@ def device(name: str) -> roofline.DeviceSpec:
 
 
 _TRACES: dict[Workload, roofline.Trace] = {}
+#: Folder of traces saved as JSON by an earlier run (``--trace-cache``), or None.
+TRACE_CACHE: Path | None = None
 
 
 def trace(w: Workload) -> roofline.Trace:
     if w in _TRACES:
         return _TRACES[w]
+    cached = None
+    if TRACE_CACHE is not None:
+        name = "-".join(str(v) for v in w.__dict__.values()).replace("/", "_")
+        cached = TRACE_CACHE / f"{name}-torch{torch.__version__}.json"
+        if cached.exists():
+            _TRACES[w] = roofline.Trace.from_json(cached.read_text())
+            return _TRACES[w]
     kw: dict[str, Any] = {"batch_size": w.batch}
     if w.seq_len is not None:
         kw["seq_len"] = w.seq_len
@@ -159,29 +190,77 @@ def trace(w: Workload) -> roofline.Trace:
         params = zm.model.parameters()
         optimizer = (torch.optim.SGD(params, lr=0.1, momentum=0.9, foreach=True)
                      if "resnet" in w.zoo else torch.optim.AdamW(params, foreach=True))
+    inputs = zm.train_inputs if train else zm.inputs
+    if w.channels_last:
+        zm.model.to(memory_format=torch.channels_last)
+        inputs = tuple(x.to(memory_format=torch.channels_last)
+                       if isinstance(x, torch.Tensor) and x.dim() == 4 else x for x in inputs)
     amp = torch.autocast("cpu", dtype=torch.float16, enabled=w.precision == "amp")
     with warnings.catch_warnings(), amp, torch.set_grad_enabled(train):
         warnings.simplefilter("ignore")
-        t = roofline.trace(zm.model, *(zm.train_inputs if train else zm.inputs),
+        t = roofline.trace(zm.model, *inputs,
                            train=train, optimizer=optimizer, fake=True,
                            attention=w.attention)
     _TRACES[w] = t
+    if cached is not None:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        cached.write_text(t.to_json())
     return t
 
 
-_SECONDS: dict[tuple[Workload, str], float] = {}
+#: The four predictions, each adding one effect (module docstring), in order.
+VARIANTS: dict[str, dict[str, Any]] = {
+    "datasheet": {"peaks": "datasheet", "overhead_model": "max", "layout_transposes": False},
+    "+achievable": {"overhead_model": "max", "layout_transposes": False},
+    "+additive": {"layout_transposes": False},
+    "+layout": {},
+}
+LAST = list(VARIANTS)[-1]
+
+_SECONDS: dict[tuple[Workload, str, str], float] = {}
 
 
-def seconds(w: Workload, device: roofline.DeviceSpec, opts: dict[str, Any]) -> float:
-    key = (w, device.name)
+def seconds(w: Workload, device: roofline.DeviceSpec, opts: dict[str, Any],
+            variant: str = LAST) -> float:
+    key = (w, device.name, variant)
     if key not in _SECONDS:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", roofline.RooflineWarning)
-            a = roofline.analyze(trace(w), device, **opts, fp16_accumulate=w.fp16_accumulate)
+            a = roofline.analyze(trace(w), device, **opts, **VARIANTS[variant],
+                                 fp16_accumulate=w.fp16_accumulate)
         if a.unrated_flops_share > 0:  # part of the step has no published rate: no prediction
             raise ValueError(a.assumptions[0])
         _SECONDS[key] = a.seconds
     return _SECONDS[key]
+
+
+def per_step(row: pd.Series, w: Workload) -> float | None:
+    """The metric's units one traced step makes (images, sequences, tokens), or None
+    for a metric with no per-step count (time to train)."""
+    metric = str(row.metric)
+    if "minutes" in metric:
+        return None
+    if "prompt eval" in metric:
+        return float(w.seq_len or 1) * w.batch
+    if w.zoo == "transformer-big":
+        return float(row.batch)  # the table's batch is in tokens
+    return float(w.batch)
+
+
+def absolute(row: pd.Series, w: Workload, d: roofline.DeviceSpec, opts: dict[str, Any],
+             ) -> dict[str, float] | None:
+    """Predicted over measured throughput - 1, per variant (> 0: predicted too fast)."""
+    units = per_step(row, w)
+    if units is None:
+        return None
+    out = {}
+    for v in VARIANTS:
+        s = seconds(w, d, opts, v)
+        if "ms" in str(row.metric):  # a latency: measured ms over predicted ms
+            out[v] = row.value / (s * 1e3) - 1
+        else:
+            out[v] = units / s / row.value - 1
+    return out
 
 
 def source_of(s: str) -> str:
@@ -198,6 +277,7 @@ def run(path: Path, efficiency: float | None, show_pairs: bool) -> pd.DataFrame:
     df["src"] = df.source.map(source_of)
     keys = ["src", "model", "task", "precision", "metric"]
     rows, skipped_model, skipped_device = [], set(), set()
+    absolutes: dict[Any, dict[str, Any]] = {}
     opts: dict[str, Any] = {"tf32_matmul": True, "tf32_conv": True}
     if efficiency is not None:
         opts["efficiency"] = efficiency
@@ -239,14 +319,23 @@ def run(path: Path, efficiency: float | None, show_pairs: bool) -> pd.DataFrame:
                         except ValueError:
                             skipped_device.add(f"{r.device} (no published {r.precision} peak)")
                     continue
-                predicted = (wb.batch / sb) / (wa.batch / sa)
                 measured = throughput(b.value, b.metric) / throughput(a.value, a.metric)
-                rows.append({"source": key[0], "model": key[1], "task": key[2],
-                             "precision": key[3], "metric": key[4], "A": a.device,
-                             "B": b.device, "batch_A": a.batch, "batch_B": b.batch,
-                             "predicted": predicted, "measured": measured,
-                             "error": predicted / measured - 1})
+                row: dict[str, Any] = {
+                    "source": key[0], "model": key[1], "task": key[2], "precision": key[3],
+                    "metric": key[4], "A": a.device, "B": b.device, "batch_A": a.batch,
+                    "batch_B": b.batch, "measured": measured}
+                for v in VARIANTS:
+                    sa, sb = seconds(wa, da, opts, v), seconds(wb, db, opts, v)
+                    row[f"pred {v}"] = (wb.batch / sb) / (wa.batch / sa)
+                    row[f"err {v}"] = row[f"pred {v}"] / measured - 1
+                row["predicted"], row["error"] = row[f"pred {LAST}"], row[f"err {LAST}"]
+                rows.append(row)
+                for r, w, d in ((a, wa, da), (b, wb, db)):
+                    if r.name not in absolutes and (e := absolute(r, w, d, opts)) is not None:
+                        absolutes[r.name] = {"source": key[0], "model": key[1],
+                                             "precision": key[3], "device": d.name, **e}
     out = pd.DataFrame(rows)
+    out.attrs["absolute"] = pd.DataFrame(list(absolutes.values()))
     if skipped_model:
         print("families or precisions the zoo does not cover (skipped): "
               f"{', '.join(sorted(skipped_model))}")
@@ -260,15 +349,35 @@ def run(path: Path, efficiency: float | None, show_pairs: bool) -> pd.DataFrame:
 
 
 def summary(out: pd.DataFrame) -> None:
-    out = out.assign(abs_error=out.error.abs(), src=out.source.str.slice(0, 40))
-    table = out.groupby(["src", "precision"]).abs_error.agg(
-        pairs="count", median="median", p90=lambda x: np.percentile(x, 90))
-    print("\n|error| of predicted vs measured speedup, per source and precision")
+    errs = [f"err {v}" for v in VARIANTS]
+    short = out.assign(src=out.source.str.slice(0, 40))
+    absd = short[errs].abs()
+    table = absd.groupby([short.src, short.precision]).agg(["median"])
+    table.columns = [c[0].removeprefix("err ") for c in table.columns]
+    table.insert(0, "pairs", short.groupby(["src", "precision"]).size())
+    print("\nspeedup: median |error| per source and precision, each column adding one effect")
     print(table.round(3).to_string())
-    print(f"\nall {len(out)} pairs: median |error| {out.abs_error.median():.1%}, "
-          f"90th percentile {np.percentile(out.abs_error, 90):.1%} (target: median <= 10%)")
+    print(f"\nspeedup, all {len(out)} pairs (targets: median <= 10%, p90 <= 25%)")
+    for v in VARIANTS:
+        e = out[f"err {v}"].abs()
+        print(f"  {v:<12} median |error| {e.median():6.1%}   p90 {np.percentile(e, 90):6.1%}")
+    ab = out.attrs["absolute"]
+    if len(ab):
+        ab = ab.assign(src=ab.source.str.slice(0, 40))
+        t2 = ab.groupby(["src", "precision"])[list(VARIANTS)].agg(
+            lambda x: x.abs().median())
+        t2.insert(0, "rows", ab.groupby(["src", "precision"]).size())
+        print("\nabsolute throughput: median |predicted / measured - 1| per source and "
+              "precision")
+        print(t2.round(3).to_string())
+        print(f"\nabsolute, all {len(ab)} rows (target: median |error| <= 20%); "
+              "signed median > 0: predicted faster than measured")
+        for v in VARIANTS:
+            print(f"  {v:<12} median |error| {ab[v].abs().median():6.1%}   "
+                  f"signed median {ab[v].median():+6.1%}   p90 "
+                  f"{np.percentile(ab[v].abs(), 90):6.1%}")
     print("\nper-device bias: b(B) - b(A) fitted to log(predicted / measured) over all pairs "
-          "(least squares, mean 0);\n> 0: the datasheet model makes this device look faster "
+          "(least squares, mean 0);\n> 0: the model makes this device look faster "
           "than it measured")
     bias = device_bias(out)
     print(", ".join(f"{name} {b:+.2f}" for name, b in bias.items()))
@@ -297,7 +406,11 @@ def main() -> None:
     parser.add_argument("--efficiency", type=float, default=None,
                         help="one achievable fraction of peak for every device and roof")
     parser.add_argument("--pairs", action="store_true", help="print every pair")
+    parser.add_argument("--trace-cache", type=Path, default=None,
+                        help="folder to keep the traces in between runs (JSON)")
     args = parser.parse_args()
+    global TRACE_CACHE
+    TRACE_CACHE = args.trace_cache
     if not args.data.exists():
         raise SystemExit(f"no validation data at {args.data} (pass --data)")
     out = run(args.data, args.efficiency, args.pairs)

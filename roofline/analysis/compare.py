@@ -160,23 +160,37 @@ def compare(trace: Trace, src: str | DeviceSpec, dst: str | DeviceSpec,
 
 
 def what_if(trace: Trace, device: str | DeviceSpec, flops: float | None = None,
-            bandwidth: float | None = None, **options: Any) -> Comparison:
-    """Speedup if ``device`` had ``flops``x its FLOP/s and ``bandwidth``x its bandwidth.
+            bandwidth: float | None = None, clock: float | None = None,
+            cores: float | None = None, **options: Any) -> Comparison:
+    """Speedup if ``device`` had ``flops``x its FLOP/s, ``bandwidth``x its bandwidth,
+    ``clock``x its clock or ``cores``x its compute units.
 
-    ``flops`` and ``bandwidth`` are *factors* (the one place in the library where these
-    names are not a count and a rate, so that the seed question reads as it is asked:
-    ``what_if(t, "a100", flops=2)``). A factor not given stays 1; with neither given the
-    call asks the seed question, ``flops=2``.
+    All four are *factors* (``flops`` and ``bandwidth`` are the one place in the library
+    where these names are not a count and a rate, so that the seed question reads as it is
+    asked: ``what_if(t, "a100", flops=2)``). A device's compute peak is compute units x
+    FLOP per clock per unit x clock, so:
+
+    * ``clock`` scales every compute peak (matrix and vector) and the clock, not the DRAM
+      bandwidth (memory runs on its own clock) nor the launch overhead (host-bound);
+    * ``cores`` scales the compute peaks and ``compute_units``: a matmul too small to
+      fill today's chip fills less of the larger one (its waves of tiles), so only ops
+      that fill the chip gain; bandwidth stays.
+
+    A factor not given stays 1; with none given the call asks the seed question,
+    ``flops=2``.
     """
-    if flops is None and bandwidth is None:
+    if flops is None and bandwidth is None and clock is None and cores is None:
         flops = SEED_FLOPS_FACTOR
-    flops = 1.0 if flops is None else flops
-    bandwidth = 1.0 if bandwidth is None else bandwidth
-    _check_factor("flops", flops)
-    _check_factor("bandwidth", bandwidth)
+    factors = {"flops_factor": flops, "bandwidth_factor": bandwidth, "clock_factor": clock,
+               "cores_factor": cores}
+    for name, value in factors.items():
+        if value is not None:
+            _check_factor(name.removesuffix("_factor"), value)
     spec = get_device(device)
-    return compare(trace, spec, spec.scaled(flops_factor=flops, bandwidth_factor=bandwidth),
-                   **options)
+    one = {k: 1.0 if v is None else v for k, v in factors.items()}
+    return compare(trace, spec, spec.scaled(
+        flops_factor=one["flops_factor"], bandwidth_factor=one["bandwidth_factor"],
+        clock_factor=one["clock_factor"], cores_factor=one["cores_factor"]), **options)
 
 
 def sweep(trace: Trace, device: str | DeviceSpec, flops: Sequence[float] = (1, 2, 4, 8),

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal, get_args
+
+Peaks = Literal["achievable", "datasheet"]
+OverheadModel = Literal["additive", "max"]
 
 #: Keys of ``efficiency``: the matrix and vector engines and the memory system.
 EFFICIENCY_KEYS = ("matrix", "vector", "memory")
@@ -32,6 +36,22 @@ class Options:
         The same, as a fraction of the whole step on the analysed device.
     overhead : bool
         Model per-kernel launch overhead (``False``: a pure roofline).
+    peaks : {"achievable", "datasheet"}
+        ``"achievable"`` (default): the rates the device was measured to reach (its
+        registry entry's ``achievable`` figures, each with its source; a documented
+        default for its class where it has none); ``"datasheet"``: the datasheet peaks.
+    overhead_model : {"additive", "max"}
+        ``"additive"`` (default): a kernel takes its overhead *plus* the slower of its
+        compute and memory times, the form ``T = a + V / b`` that small-kernel
+        microbenchmarks fit; ``"max"``: the overhead competes in the max (a classic
+        roofline with a launch floor).
+    graphs : bool
+        Kernels are launched from a CUDA graph: the measured graph-launch overhead where
+        the device has one.
+    layout_transposes : bool
+        Count the NCHW <-> NHWC transposes cuDNN adds around 16-bit convolutions of a
+        channels-first model on an NVIDIA GPU (recorded by the capture as ``layout`` ops);
+        ``False`` costs them at zero.
     """
 
     tf32_matmul: bool = False
@@ -41,9 +61,19 @@ class Options:
     host_seconds: float = 0.0
     host_fraction: float | None = None
     overhead: bool = True
+    peaks: Peaks = "achievable"
+    overhead_model: OverheadModel = "additive"
+    graphs: bool = False
+    layout_transposes: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("tf32_matmul", "tf32_conv", "fp16_accumulate", "overhead"):
+        for name, allowed in (("peaks", get_args(Peaks)),
+                              ("overhead_model", get_args(OverheadModel))):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name}={getattr(self, name)!r}: expected one of "
+                                 f"{', '.join(map(repr, allowed))}")
+        for name in ("tf32_matmul", "tf32_conv", "fp16_accumulate", "overhead", "graphs",
+                     "layout_transposes"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if not _real(self.host_seconds) or not math.isfinite(self.host_seconds) \

@@ -7,16 +7,43 @@ use TF32 only when ``tf32_matmul=True`` (PyTorch's default is off), convolutions
 falls back as PyTorch would (to the vector engine; fp8 to the 16-bit matrix peak) and the
 analysis says so in ``assumptions``. Everything else runs on the vector engine in its
 dtype (fp32 when the device lists no vector rate for it).
+
+With ``peaks="achievable"`` (the default) every rate is the datasheet peak times the
+share of it the device was measured to reach (:mod:`roofline.hardware.achievable`: per
+engine and dtype, per memory access pattern, with the launch overhead and DRAM latency
+measured on it, or its class's default); :attr:`Rates.used` keeps the figures an analysis
+used, with their sources.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from roofline.analysis.options import EFFICIENCY_KEYS, Options, efficiency_dict
 from roofline.hardware import DeviceSpec
+from roofline.hardware.achievable import Figure, Figures, figures
 from roofline.hardware.engines import Engine
 from roofline.hardware.units import canonical_dtype
+
+#: Memory access patterns of the measured bandwidths: a kernel that reads at least 3 bytes
+#: per byte it writes streams like a read (a reduction), one that reads 1.5-3 like a
+#: triad (2 loads, 1 store: a binary elementwise op), the rest like a copy (1 load, 1
+#: store; writes only, too).
+READ_PER_WRITE = {"read": 3.0, "triad": 1.5}
+
+
+Pattern = Literal["read", "copy", "triad"]
+
+
+def access_pattern(bytes_read: float, bytes_written: float) -> Pattern:
+    """``"read"``, ``"triad"`` or ``"copy"``: the measured pattern an op's traffic is like."""
+    if bytes_written <= 0:
+        return "read" if bytes_read > 0 else "copy"
+    r = bytes_read / bytes_written
+    return "read" if r >= READ_PER_WRITE["read"] else "triad" if r >= READ_PER_WRITE[
+        "triad"] else "copy"
+
 
 # Integer and boolean ops (indices, masks) are costed at the fp32 vector rate without a note.
 _NOTED_FALLBACKS = frozenset({"fp16", "bf16", "fp8", "fp64"})
@@ -47,7 +74,43 @@ class Rates:
         eff.update(efficiency_dict(self.spec.efficiency))
         eff.update(efficiency_dict(self.options.efficiency))
         self.efficiency = eff
-        self.bandwidth_bytes_per_s = self.spec.bandwidth_bytes_per_s * eff["memory"]
+        self.figures: Figures | None = (figures(self.spec) if self.options.peaks ==
+                                        "achievable" else None)
+        #: figure name -> the achievable figure an op of this analysis used
+        self.used: dict[str, Figure] = {}
+
+    def _use(self, name: str, figure: Figure | None) -> float:
+        """The share of its datasheet figure that ``figure`` is (1 without one)."""
+        if figure is None or figure.share is None:
+            return 1.0
+        self.used.setdefault(name, figure)
+        return figure.share
+
+    def bandwidth_bytes_per_s(self, pattern: Pattern = "copy") -> float:
+        """Effective bandwidth of a kernel with this access pattern."""
+        share = 1.0
+        if self.figures is not None:
+            share = self._use(f"{pattern} bandwidth", self.figures.bandwidth(pattern))
+        return self.spec.bandwidth_bytes_per_s * share * self.efficiency["memory"]
+
+    @property
+    def launch_overhead_seconds(self) -> float:
+        """Per-kernel overhead: measured (plain or CUDA-graph launch), else the spec's."""
+        if self.figures is None:
+            return self.spec.launch_overhead_seconds
+        fig = self.figures.launch_overhead(graphs=self.options.graphs)
+        if fig.origin != "datasheet":
+            self.used.setdefault("graph launch overhead" if self.options.graphs
+                                 else "launch overhead", fig)
+        return fig.value
+
+    @property
+    def dram_latency_seconds(self) -> float:
+        """DRAM latency each kernel that moves bytes waits once (0 with datasheet peaks)."""
+        if self.figures is None or (fig := self.figures.dram_latency()) is None:
+            return 0.0
+        self.used.setdefault("DRAM latency", fig)
+        return fig.value
 
     def note(self, text: str) -> None:
         if text not in self.assumptions:
@@ -63,7 +126,14 @@ class Rates:
 
     def _rated(self, engine: Engine) -> tuple[Engine, float] | None:
         peak = self.spec.peak_flops_per_s(None, engine)
-        return None if peak is None else (engine, peak * self.efficiency[engine.kind])
+        if peak is None:
+            return None
+        share = 1.0
+        if self.figures is not None:  # fp16 accumulation: the share its fp32 sibling reaches
+            fig = (self.figures.matrix(engine.dtype) if engine.matrix
+                   else self.figures.vector(engine.dtype))
+            share = self._use(f"{engine.kind} {engine.dtype}", fig)
+        return engine, peak * share * self.efficiency[engine.kind]
 
     def _lookup(self, matrix: bool, dtype: str, category: str) -> tuple[Engine, float] | None:
         if matrix and dtype and (found := self._matrix(dtype, category)) is not None:

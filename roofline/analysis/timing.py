@@ -3,26 +3,39 @@
 The time model (one place, used by analyze, compare, what_if and sweep)
 ---------------------------------------------------------------------------
 Each op has one time per roof in :data:`ROOFS`; on a device with effective compute rate
-``P`` (peak x efficiency of the engine that runs it), bandwidth ``B`` and per-kernel
-overhead ``L``::
+``P`` (the rate the engine that runs it reaches), bandwidth ``B`` (the rate its access
+pattern streams at), DRAM latency ``λ`` and per-kernel overhead ``a``::
 
     compute_seconds  = flops / (P * fill)
-    memory_seconds   = bytes / B
-    overhead_seconds = kernels * L
-    seconds          = max over the roofs
+    memory_seconds   = bytes / B + kernels * λ
+    overhead_seconds = kernels * (a - λ)
+    seconds          = overhead_seconds + max(compute_seconds, memory_seconds)
 
-and the op's bound is the roof that wins. ``L`` (``launch_overhead_seconds``, a device
-field) is the least time a kernel occupies the device: launch latency and the ramp of a
-kernel too small to fill the chip; an op below it is ``overhead``-bound and gains nothing
-from more FLOP/s or bandwidth. ``fill`` is the share of the chip a matmul-class op can
-occupy (:mod:`roofline.analysis.gemm`); the engine and its rate are PyTorch's choice
-(:mod:`roofline.analysis.rates`).
+and the op's bound is the largest of the three. This is the form small-kernel
+microbenchmarks fit, ``T = a + V / b`` (te42kyfo/gpu-benches, gpu-small-kernels): the
+overhead of launching and draining a kernel adds to its transfer, it does not compete with
+it, and on the fastest devices a 10 MB kernel's transfer is comparable to its launch. The
+one DRAM latency inside ``a`` is moved into the memory time, where it is Little's law: a
+kernel moving ``V`` bytes reaches ``B V / (V + B λ)``, less than ``B`` until it has
+``B λ`` bytes (hundreds of KB on HBM parts) in flight. ``overhead_model="max"`` gives the
+classic form, ``seconds = max of the three`` (with the spec's launch constant).
+
+``P``, ``B``, ``a`` and ``λ`` are what the device was measured to reach, each with its
+source (``peaks="achievable"``, :mod:`roofline.hardware.achievable`), or the datasheet
+peaks and the spec's launch constant (``peaks="datasheet"``, no latency term). ``fill``
+is the share of the chip a matmul-class op can occupy (:mod:`roofline.analysis.gemm`);
+the engine is PyTorch's choice (:mod:`roofline.analysis.rates`). An op below its overhead
+is ``overhead``-bound and gains nothing from more FLOP/s or bandwidth.
 
 A calibrated spec (``roofline.calibrate``) carries measured curves that replace those two
 models where they exist: a matmul-class op runs at the rate ``torch.mm`` reached on its
 (m, n, k) shape (batches stacked as rows; a convolution as its implicit GEMM), with fill
 1, and an op's bytes move at the rate an elementwise add moving that many bytes reached
 (cache, threads and launch included). See ``roofline/hardware/curves.py``.
+
+The ``layout`` ops the capture records around 16-bit channels-first convolutions (the
+NCHW <-> NHWC transposes cuDNN runs, which are not PyTorch ops) take time only on NVIDIA
+GPUs (``layout_transposes=False`` drops them).
 
 Time spent off the device (data loading, host work) is added as ``host_seconds`` and
 stays fixed when the device changes (Amdahl's law).
@@ -36,7 +49,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -44,15 +57,18 @@ import numpy as np
 from roofline._table import Rows
 from roofline.analysis import gemm
 from roofline.analysis.options import Options
-from roofline.analysis.rates import Rates, dtype_key
+from roofline.analysis.rates import Rates, access_pattern, dtype_key
 from roofline.hardware import DeviceSpec, get_device
+from roofline.hardware.achievable import Figure
 from roofline.hardware.curves import interpolate_memory
 from roofline.hardware.engines import Engine
-from roofline.tracing.records import MATRIX_CATEGORIES, OpRecord, Trace
+from roofline.tracing.records import MATRIX_CATEGORIES, Category, OpRecord, Trace
 from roofline.tracing.tracer import RooflineWarning
 
 #: The roofs, in the order of :attr:`Analysis.roof_seconds`'s rows; also the bound names.
 ROOFS: tuple[str, ...] = ("compute", "memory", "overhead")
+#: Roofs whose time adds to the max of the others (``overhead_model="additive"``).
+ADDITIVE: tuple[str, ...] = ("overhead",)
 #: The same, for code that says "bound".
 BOUNDS = ROOFS
 #: The bound of an op that takes no time on any roof (views, allocations, empty tensors).
@@ -75,7 +91,8 @@ class Analysis:
     Per-op arrays line up with ``trace.ops``: ``engine`` (None for an op with no FLOPs or
     no rate), ``flops_per_s`` (the engine's effective rate), ``fill``, ``bytes_per_s``
     (the effective bandwidth the op's bytes move at) and ``roof_seconds`` (one row per
-    roof of :data:`ROOFS`).
+    roof of :data:`ROOFS`). ``figures`` names the measured (or class-default) figures the
+    rates came from, each with its source; empty with ``peaks="datasheet"``.
     """
 
     trace: Trace
@@ -88,6 +105,7 @@ class Analysis:
     roof_seconds: np.ndarray
     host_seconds: float
     assumptions: list[str]
+    figures: dict[str, Figure] = field(default_factory=dict)
 
     def roof(self, name: str) -> np.ndarray:
         """Seconds of every op under roof ``name``."""
@@ -108,7 +126,7 @@ class Analysis:
     @property
     def op_seconds(self) -> np.ndarray:
         """Predicted time of each op."""
-        return _combine(self.roof_seconds)
+        return _combine(self.roof_seconds, self.options.overhead_model)
 
     @property
     def bound(self) -> list[str]:
@@ -222,7 +240,8 @@ class Analysis:
             scale[_roof_index(name)] = factor
         with np.errstate(divide="ignore"):
             inverse = np.where(np.isinf(scale), 0.0, 1.0 / scale)
-        return float(_combine(self.roof_seconds * inverse[:, None]).sum()) + self.host_seconds
+        return float(_combine(self.roof_seconds * inverse[:, None],
+                              self.options.overhead_model).sum()) + self.host_seconds
 
     def to_dataframe(self) -> Any:
         """One row per op: the trace's columns plus times, bound and roofline values."""
@@ -268,11 +287,17 @@ def _roof_index(name: str) -> int:
         raise ValueError(f"unknown roof {name!r}; roofs are {', '.join(ROOFS)}") from None
 
 
-def _combine(roof_seconds: np.ndarray) -> np.ndarray:
-    """Each op's time from its roofs: the slowest one (the roofline's max)."""
+_ADDED = np.array([r in ADDITIVE for r in ROOFS])
+
+
+def _combine(roof_seconds: np.ndarray, model: str = "additive") -> np.ndarray:
+    """Each op's time from its roofs: the additive roofs plus the slowest of the others
+    (``"additive"``), or the slowest of all (``"max"``, the classic roofline)."""
     if not roof_seconds.shape[1]:
         return np.zeros(0)
-    return roof_seconds.max(axis=0)
+    if model == "max":
+        return roof_seconds.max(axis=0)
+    return roof_seconds[~_ADDED].max(axis=0) + roof_seconds[_ADDED].sum(axis=0)
 
 
 def _column(trace: Trace, name: str) -> np.ndarray:
@@ -345,15 +370,22 @@ def analyze(trace: Trace, device: str | DeviceSpec, **options: Any) -> Analysis:
     with np.errstate(divide="ignore", invalid="ignore"):
         compute = np.where(flops > 0, flops / (rate * fill), 0.0)
     compute[unrated] = 0.0
+    kernels = _column(trace, "kernels")
+    latency = 0.0
     if spec.memory_curve:  # measured bytes/s of an op that size: cache, threads, launch
         bandwidth = interpolate_memory(spec.memory_curve, nbytes) * rates.efficiency["memory"]
     else:
-        bandwidth = np.full(n, rates.bandwidth_bytes_per_s)
-    memory = nbytes / bandwidth
-    kernels = _column(trace, "kernels")
-    overhead = kernels * spec.launch_overhead_seconds if opts.overhead else np.zeros(n)
+        bandwidth = np.array([rates.bandwidth_bytes_per_s(access_pattern(
+            op.bytes_read, op.bytes_written)) for op in trace.ops]) if n else np.zeros(0)
+        if opts.overhead_model == "additive":
+            latency = rates.dram_latency_seconds
+    memory = nbytes / bandwidth + np.where(nbytes > 0, kernels * latency, 0.0)
+    launch = (spec.launch_overhead_seconds if opts.overhead_model == "max"
+              else max(rates.launch_overhead_seconds - latency, 0.0))
+    overhead = kernels * launch if opts.overhead else np.zeros(n)
     roofs = np.stack([compute, memory, overhead]) if n else np.zeros((len(ROOFS), 0))
-    device_seconds = float(_combine(roofs).sum())
+    _drop_layout(trace, spec, opts, roofs, rates)
+    device_seconds = float(_combine(roofs, opts.overhead_model).sum())
     host = opts.host_seconds
     if opts.host_fraction:
         host += opts.host_fraction / (1 - opts.host_fraction) * device_seconds
@@ -362,8 +394,33 @@ def analyze(trace: Trace, device: str | DeviceSpec, **options: Any) -> Analysis:
         rates.assumptions.append(gap)
         warnings.warn(gap, RooflineWarning, stacklevel=2)
     rates.assumptions.extend(_trace_notes(trace, nbytes))
+    rates.assumptions.extend(_figure_notes(spec, rates))
     return Analysis(trace, spec, opts, engines, rate, fill, bandwidth, roofs, host,
-                    rates.assumptions)
+                    rates.assumptions, dict(rates.used))
+
+
+def _drop_layout(trace: Trace, spec: DeviceSpec, opts: Options, roofs: np.ndarray,
+                 rates: Rates) -> None:
+    """Zero the recorded cuDNN layout transposes where they do not run; say where they do."""
+    layout = np.array([op.category == Category.LAYOUT for op in trace.ops], dtype=bool)
+    if not layout.any():
+        return
+    if opts.layout_transposes and spec.kind == "gpu" and spec.vendor == "NVIDIA":
+        rates.note(f"{int(layout.sum())} NCHW <-> NHWC transposes that cuDNN runs around "
+                   "16-bit channels-first convolutions are costed as memory-bound kernels "
+                   "(a channels_last model has none; layout_transposes=False drops them)")
+    else:
+        roofs[:, layout] = 0.0
+
+
+def _figure_notes(spec: DeviceSpec, rates: Rates) -> list[str]:
+    """One line naming the achievable figures the analysis used, with their origin."""
+    if rates.figures is None:
+        return [f"{spec.name}: datasheet peaks (peaks='datasheet')"]
+    if not rates.used:
+        return []
+    parts = [f"{name} {fig}" for name, fig in rates.used.items()]
+    return [f"{spec.name} at the rates it reaches (peaks='achievable'): " + "; ".join(parts)]
 
 
 def _unrated_note(trace: Trace, spec: DeviceSpec, flops: np.ndarray,
@@ -389,6 +446,9 @@ def _trace_notes(trace: Trace, nbytes: np.ndarray) -> list[str]:
             "attention='as-run') for a CPU prediction)" if trace.meta.get("attention") ==
             "fused" else f"attention calls ({calls}) were traced as explicit matmul, softmax "
             "and dropout (attention='eager')")
+    if dropouts := trace.meta.get("fused_dropout_calls"):
+        notes.append(f"dropout calls ({dropouts}) were traced as CUDA runs them: one fused "
+                     "native_dropout kernel each, keeping a 1-byte mask for backward")
     if unfused := trace.meta.get("attention_unfused"):
         notes.append(
             f"attention calls with dropout ({unfused}) are in the trace as the CPU ran them, "

@@ -131,6 +131,8 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
                             "fp16_accumulate": args.fp16_accumulate}
     if args.host_seconds:  # finite and >= 0: checked by _seconds
         opts["host_seconds"] = args.host_seconds
+    if args.peaks != "achievable":
+        opts["peaks"] = args.peaks
     return opts
 
 
@@ -313,7 +315,8 @@ def cmd_what_if(args: argparse.Namespace) -> str:
     t = _trace(args, device)
     # only the factors given: what_if keeps the others at 1x, and with neither asks
     # the question the tool is named for (2x FLOP/s)
-    factors = {k: v for k, v in (("flops", args.flops), ("bandwidth", args.bandwidth))
+    factors = {k: v for k, v in (("flops", args.flops), ("bandwidth", args.bandwidth),
+                                 ("clock", args.clock), ("cores", args.cores))
                if v is not None}
     c = what_if(t, device, **factors, **_options(args))
     _require_finite(seconds=c.dst.seconds, speedup=c.speedup)
@@ -386,6 +389,9 @@ def _model_args(p: argparse.ArgumentParser) -> None:
                               "in the step")
     p.add_argument("--host-seconds", type=_seconds, default=0.0,
                    help="time per step off the device (data loading), kept fixed")
+    p.add_argument("--peaks", choices=("achievable", "datasheet"), default="achievable",
+                   help="rates the device was measured to reach (default, each with its "
+                        "source) or its datasheet peaks")
     p.add_argument("--top", type=_int_at_least(0), default=15, help="ops to list")
     p.add_argument("--plot", metavar="FILE.png",
                    help="write a chart: the roofline chart (analyze) or the speedup curve "
@@ -410,8 +416,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("what-if", help="speedup if the device had more FLOP/s or bandwidth")
     _model_args(p)
     p.add_argument("--flops", type=_factor,
-                   help="FLOP/s factor (1 if only --bandwidth is given; 2 if neither is)")
+                   help="FLOP/s factor (1 if another factor is given; 2 if none is)")
     p.add_argument("--bandwidth", type=_factor, help="memory bandwidth factor (default 1)")
+    p.add_argument("--clock", type=_factor,
+                   help="clock factor: compute peaks scale, DRAM bandwidth does not")
+    p.add_argument("--cores", type=_factor,
+                   help="compute-unit factor: only ops that fill the chip gain")
     p.set_defaults(func=cmd_what_if)
 
     p = sub.add_parser("memory", help="memory of a step: by kind, the peak, whether it fits, "

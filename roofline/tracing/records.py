@@ -56,6 +56,7 @@ class Category(str, Enum):
     MEMORY = "memory", False  # copies, gathers, scatters, sorts
     VIEW = "view", False  # metadata only
     ALLOCATION = "allocation", False  # uninitialised memory
+    LAYOUT = "layout", False  # transposes a library runs that are not PyTorch ops (cuDNN)
     UNCOUNTED = "uncounted", False  # ops the registry does not know
 
     # "matmul", not "Category.MATMUL", in f-strings and tables

@@ -415,7 +415,42 @@ class _Recorder(TorchDispatchMode):
             backward_kernel=info.backward if info is not None else schema.backward,
             recompute=phase == "backward" and _recomputing(),
         ))
+        if self.ops[-1].category == Category.CONV and (
+                layout := _layout_transposes(self.ops[-1], bound, reads + writes)):
+            self.ops.append(layout)
         self._note_casts(func, args, writes)
+
+
+_SIXTEEN_BIT = (torch.float16, torch.bfloat16)
+
+
+def _layout_transposes(conv: OpRecord, bound: dict[str, Any],
+                       tensors: list[torch.Tensor]) -> OpRecord | None:
+    """The NCHW <-> NHWC transposes cuDNN runs around a 16-bit channels-first convolution.
+
+    cuDNN's tensor-core convolution kernels work in NHWC; given channels-first tensors it
+    transposes each 4-D tensor the convolution reads or writes (NVIDIA's "Tensor Layouts In
+    Memory: NCHW vs NHWC", cuDNN performance guide; MosaicML Composer's channels-last
+    method card: "every time a convolution ... is called ... cuDNN performs a transpose").
+    Each transpose reads and writes its tensor once. Not for a ``channels_last`` model, not
+    for depthwise or grouped convolutions (run by channels-first kernels of their own), not
+    in fp32 (TF32 kernels exist in NCHW). The analysis costs these only on NVIDIA GPUs.
+    """
+    if bound.get("groups", 1) != 1:
+        return None
+    four_d = [t for t in tensors if t.dim() == 4]
+    if not four_d or four_d[0].dtype not in _SIXTEEN_BIT or any(
+            t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous()
+            for t in four_d):
+        return None
+    moved = sum(nbytes(t) for t in four_d)
+    return OpRecord(
+        name="cudnn.nchw_nhwc_transpose", category=Category.LAYOUT, phase=conv.phase,
+        module=conv.module, dtype=conv.dtype, flops=0, bytes_read=moved,
+        bytes_written=moved, kernels=len(four_d),
+        input_shapes=tuple(tuple(t.shape) for t in four_d),
+        output_shapes=tuple(tuple(t.shape) for t in four_d),
+        backward_kernel=conv.backward_kernel, recompute=conv.recompute)
 
 
 def _recomputing() -> bool:
