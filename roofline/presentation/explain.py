@@ -19,7 +19,7 @@ CATEGORY_WORDS: dict[str, str] = {  # keyed by Category (a str)
     Category.DROPOUT: "dropout", Category.MATMUL: "matmuls", Category.CONV: "convolutions",
     Category.ATTENTION: "attention", Category.UPSAMPLE: "upsampling",
     Category.UNCOUNTED: "uncounted ops", Category.VIEW: "views",
-    Category.ALLOCATION: "allocations",
+    Category.ALLOCATION: "allocations", Category.COLLECTIVE: "communication",
 }
 
 
