@@ -23,6 +23,7 @@ from roofline.analysis.timing import BOUNDS, ROOFS, Analysis, analyze
 from roofline.analysis.validate import MismatchError, Validation, validate
 
 __all__ = ["BOUNDS", "ROOFS", "Analysis", "BatchComparison", "Comparison", "Fit", "MaxBatch",
-           "MemoryReport", "MismatchError", "Options", "ParallelAnalysis", "Reasons", "Scaling", "Validation", "analyze",
+           "MemoryReport", "MismatchError", "Options", "ParallelAnalysis", "Reasons",
+           "Scaling", "Validation", "analyze",
            "compare", "compare_at_max_batch", "fits", "max_batch", "memory", "parallel",
            "scaling", "sweep", "validate", "what_if"]

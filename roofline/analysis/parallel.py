@@ -40,7 +40,6 @@ from roofline.hardware.topology import (
     DEFAULT_NICS,
     HOP_LATENCY_S,
     LL_BANDWIDTH_SHARE,
-    Link,
     Topology,
     topology,
 )

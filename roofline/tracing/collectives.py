@@ -61,7 +61,7 @@ def _group(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     for v in values:
         if isinstance(v, str):
             try:
-                return _resolve_process_group(v)
+                return _resolve_process_group(v)  # type: ignore[arg-type]
             except (RuntimeError, ValueError, KeyError):
                 continue
     return None

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -197,10 +198,11 @@ class _RealIndices(TorchDispatchMode):
 def _ddp(model: nn.Module, options: Parallel, buckets: _Buckets) -> nn.Module:
     from torch.nn.parallel import DistributedDataParallel
 
-    extra = {} if options.bucket_cap_mb is None else {"bucket_cap_mb": options.bucket_cap_mb}
     _annotate_hook()
     with _RealIndices():
-        wrapped = DistributedDataParallel(model, init_sync=False, **extra)
+        wrapped = DistributedDataParallel(
+            model, init_sync=False,
+            bucket_cap_mb=options.bucket_cap_mb)  # type: ignore[arg-type]  # None: 25 MiB
     wrapped.register_comm_hook(buckets, fake_allreduce_hook)
     return wrapped
 
@@ -212,7 +214,7 @@ def _rebuild_ddp_buckets(wrapped: nn.Module) -> None:
         return
     with _RealIndices():
         if reducer._rebuild_buckets():
-            wrapped._has_rebuilt_buckets = True  # as DDP's _pre_forward notes it
+            wrapped._has_rebuilt_buckets = True  # type: ignore[assignment]  # as _pre_forward
 
 
 # --- FSDP and TP -----------------------------------------------------------------------
@@ -236,12 +238,15 @@ def _fsdp_targets(model: nn.Module, names: list[str] | None) -> list[nn.Module]:
 def _fsdp(model: nn.Module, options: Parallel, mesh: Any) -> nn.Module:
     from torch.distributed.fsdp import fully_shard
 
-    from roofline.tracing.ops import register_no_flops
+    from roofline.tracing.ops import lookup, register_no_flops
 
     # FSDP2's own copy kernels (pack the shards to gather, unpack the gathered buffer,
     # pack the gradients to reduce-scatter): data movement, no FLOPs
-    register_no_flops("memory", torch.ops.fsdp.all_gather_copy_in,
-                      torch.ops.fsdp.split_with_sizes_copy, torch.ops.fsdp.chunk_cat)
+    copies = [torch.ops.fsdp.all_gather_copy_in, torch.ops.fsdp.split_with_sizes_copy,
+              torch.ops.fsdp.chunk_cat]
+    new = [op for op in copies if lookup(op.default) is None]
+    if new:
+        register_no_flops("memory", *new)
 
     if not any(p.requires_grad for p in model.parameters()):
         raise ValueError(f"FSDP cannot wrap {type(model).__name__}: it has no parameters "
@@ -269,7 +274,7 @@ def tp_plan(model: nn.Module) -> dict[str, Any]:
     for prefix, module in model.named_modules():
         linears = [(name, c) for name, c in module.named_children()
                    if any(True for _ in c.parameters())]
-        for (na, a), (nb, b) in zip(linears, linears[1:], strict=False):
+        for (na, a), (nb, b) in itertools.pairwise(linears):
             if (isinstance(a, nn.Linear) and isinstance(b, nn.Linear)
                     and a.in_features < a.out_features == b.in_features
                     and f"{prefix}.{na}".lstrip(".") not in plan):
