@@ -235,3 +235,33 @@ def test_the_users_group_and_wrapped_model() -> None:
     finally:
         dist.destroy_process_group()
     assert math.isfinite(roofline.parallel(mine, "h100").seconds)
+
+
+def test_charts_draw_headless() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    s = roofline.scaling(_mlp(), (torch.randn(8, 64),), "rtx 4090", gpus=(1, 2, 4),
+                         loss_fn=_sum)
+    ax = roofline.plot.scaling_curve(s)
+    ideal = ax.get_lines()[0]
+    assert list(ideal.get_xdata()) == [1, 2, 4] == list(ideal.get_ydata())
+    ax2 = roofline.plot.stream_timeline(s.points[4])
+    assert [t.get_text() for t in ax2.get_yticklabels()] == ["communication", "compute"]
+    with pytest.raises(TypeError, match="ParallelAnalysis"):
+        roofline.plot.stream_timeline(s)  # type: ignore[arg-type]
+    plt.close("all")
+
+
+def test_cli_parallel(capsys: pytest.CaptureFixture[str]) -> None:
+    from roofline.presentation.cli import main
+
+    assert main(["analyze", "mlp", "--device", "h100", "--train", "--gpus", "4",
+                 "--parallel", "ddp", "--batch-size", "16"]) == 0
+    out = capsys.readouterr().out
+    assert "4 H100 SXMs (ddp over NVLink 4)" in out and "all_reduce" in out
+    assert main(["analyze", "mlp", "--device", "h100", "--train", "--gpus", "4",
+                 "--nodes", "3"]) == 1
+    assert "does not spread evenly" in capsys.readouterr().err
