@@ -185,16 +185,16 @@ def trace(w: Workload) -> roofline.Trace:
     train = w.task == "train"
     if not train:
         zm.model.eval()
+    inputs = zm.train_inputs if train else zm.inputs
+    if w.channels_last:
+        zm.model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+        inputs = tuple(x.to(memory_format=torch.channels_last)
+                       if isinstance(x, torch.Tensor) and x.dim() == 4 else x for x in inputs)
     optimizer = None
     if train:
         params = zm.model.parameters()
         optimizer = (torch.optim.SGD(params, lr=0.1, momentum=0.9, foreach=True)
                      if "resnet" in w.zoo else torch.optim.AdamW(params, foreach=True))
-    inputs = zm.train_inputs if train else zm.inputs
-    if w.channels_last:
-        zm.model.to(memory_format=torch.channels_last)
-        inputs = tuple(x.to(memory_format=torch.channels_last)
-                       if isinstance(x, torch.Tensor) and x.dim() == 4 else x for x in inputs)
     amp = torch.autocast("cpu", dtype=torch.float16, enabled=w.precision == "amp")
     with warnings.catch_warnings(), amp, torch.set_grad_enabled(train):
         warnings.simplefilter("ignore")

@@ -5,7 +5,8 @@ look devices up in a cited registry (:func:`get_device`), place every op on the
 roofline (:func:`analyze`) and predict the speedup of a device swap or a what-if
 device (:func:`compare`, :func:`what_if`, :func:`sweep`); the memory of a step, whether it
 fits and the largest batch that does (:func:`memory`, :func:`fits`, :func:`max_batch`,
-:func:`compare_at_max_batch`).
+:func:`compare_at_max_batch`); a step on N GPUs, its communication and speedup
+(``trace(..., parallel=, gpus=)``, :func:`parallel`, :func:`scaling`).
 
 The layers only import downwards: capture (``tracing``) and ``hardware`` (siblings, neither
 imports the other) -> ``analysis`` -> ``presentation``.
@@ -19,7 +20,9 @@ from roofline.analysis import (
     MaxBatch,
     MemoryReport,
     Options,
+    ParallelAnalysis,
     Reasons,
+    Scaling,
     Validation,
     analyze,
     compare,
@@ -27,6 +30,8 @@ from roofline.analysis import (
     fits,
     max_batch,
     memory,
+    parallel,
+    scaling,
     sweep,
     validate,
     what_if,
@@ -51,6 +56,7 @@ from roofline.tracing import (
     register_formula,
     trace,
 )
+from roofline.tracing.distributed import Parallel
 from roofline.tracing.measure import Measurement, measure
 
 __version__ = "0.1.0"
@@ -68,8 +74,11 @@ __all__ = [
     "MemoryReport",
     "OpRecord",
     "Options",
+    "Parallel",
+    "ParallelAnalysis",
     "Reasons",
     "RooflineWarning",
+    "Scaling",
     "Trace",
     "Validation",
     "analyze",
@@ -85,9 +94,11 @@ __all__ = [
     "max_batch",
     "measure",
     "memory",
+    "parallel",
     "plot",
     "register_device",
     "register_formula",
+    "scaling",
     "sweep",
     "trace",
     "validate",

@@ -17,11 +17,13 @@ from roofline.analysis.memory import (
     memory,
 )
 from roofline.analysis.options import Options
+from roofline.analysis.parallel import ParallelAnalysis, Scaling, parallel, scaling
 from roofline.analysis.reasons import Reasons
 from roofline.analysis.timing import BOUNDS, ROOFS, Analysis, analyze
 from roofline.analysis.validate import MismatchError, Validation, validate
 
 __all__ = ["BOUNDS", "ROOFS", "Analysis", "BatchComparison", "Comparison", "Fit", "MaxBatch",
-           "MemoryReport", "MismatchError", "Options", "Reasons", "Validation", "analyze",
-           "compare", "compare_at_max_batch", "fits", "max_batch", "memory", "sweep",
-           "validate", "what_if"]
+           "MemoryReport", "MismatchError", "Options", "ParallelAnalysis", "Reasons",
+           "Scaling", "Validation", "analyze",
+           "compare", "compare_at_max_batch", "fits", "max_batch", "memory", "parallel",
+           "scaling", "sweep", "validate", "what_if"]

@@ -100,10 +100,15 @@ def _trace(args: argparse.Namespace, device: Any) -> Any:
         grad = contextlib.nullcontext() if args.train else torch.no_grad()
         try:
             with grad:
+                gpus = getattr(args, "gpus", 1)
+                if gpus > 1:  # the global batch: --batch-size per GPU, times the GPUs
+                    inputs = tuple(torch.cat([x] * gpus) if isinstance(x, torch.Tensor)
+                                   and args.parallel != "tp" else x for x in inputs)
                 t = trace(zm.model, *inputs, train=args.train, optimizer=optimizer, fake=fake,
                           loss_fn=_scalar_loss if args.train else None,
                           attention=args.attention or ("as-run" if device.kind == "cpu"
-                                                       else "fused"))
+                                                       else "fused"),
+                          **({"parallel": args.parallel, "gpus": gpus} if gpus > 1 else {}))
         except FakeModeError as e:  # its advice names the API's fake=False
             raise FakeModeError(f"{e} On the command line: --real.") from e
     _progress(args, f"traced {len(t.ops)} ops in {time.perf_counter() - start:.1f} s")
@@ -174,12 +179,57 @@ def _outputs(args: argparse.Namespace, result: Any, chart: Callable[[], Any]) ->
         _progress(args, f"wrote {args.html}")
 
 
+def _parallel_text(p: Any) -> str:
+    from roofline._si import si
+    from roofline.presentation.explain import explain
+
+    lines = [repr(p), "", f"  {'collective':<15} {'calls':>5} {'bytes':>9} {'seconds':>9}"]
+    lines += [f"  {kind:<15} {int(v['count']):>5} {si(v['bytes'], 'B'):>9} "
+              f"{si(v['seconds'], 's'):>9}" for kind, v in p.by_kind().items()]
+    return "\n".join(lines) + "\n\n" + explain(p)
+
+
+def _parallel_dict(p: Any) -> dict[str, Any]:
+    return {"gpus": p.gpus, "nodes": p.nodes, "parallel": p.parallel, "seconds": p.seconds,
+            "samples_per_s": p.samples_per_s, "compute_seconds": p.compute_total_seconds,
+            "communication_seconds": p.communication_seconds,
+            "exposed_communication_seconds": p.exposed_communication_seconds,
+            "exposed_share": p.exposed_share, "speedup_vs_one_gpu": p.speedup_vs_one_gpu,
+            "efficiency": p.efficiency, "collectives": p.collectives(),
+            "assumptions": p.assumptions}
+
+
+def cmd_parallel(args: argparse.Namespace, device: Any) -> str:
+    """``analyze --gpus N --parallel ddp|fsdp|tp [--nodes M]``: one rank of N, costed."""
+    import copy
+
+    from roofline.analysis import analyze, parallel
+    from roofline.presentation.plots import scaling_curve
+
+    if args.gpus % args.nodes:
+        raise ValueError(f"--gpus {args.gpus} does not spread evenly over --nodes {args.nodes}")
+    if args.real:
+        raise ValueError("a parallel trace runs on fake tensors: drop --real")
+    one_args = copy.copy(args)
+    one_args.gpus = 1
+    one = _trace(one_args, device)
+    t1 = analyze(one, device, **_options(args)).seconds
+    t = _trace(args, device)
+    p = parallel(t, device, nodes=args.nodes, one_gpu=t1,
+                 one_gpu_batch=int(t.meta.get("rank_batch") or 0) or None, **_options(args))
+    _require_finite(seconds=p.seconds)
+    _outputs(args, p, lambda: scaling_curve(p))
+    return _json(_parallel_dict(p)) if args.json else _parallel_text(p)
+
+
 def cmd_analyze(args: argparse.Namespace) -> str:
     from roofline.analysis import analyze, compare
     from roofline.presentation import tables
     from roofline.presentation.plots import roofline_chart
 
     device = _device(args.device)
+    if getattr(args, "gpus", 1) > 1:
+        return cmd_parallel(args, device)
     t = _trace(args, device)
     a = analyze(t, device, **_options(args))
     _require_finite(seconds=a.seconds)
@@ -411,6 +461,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("analyze", help="per-op roofline of a model on a device")
     _model_args(p)
     p.add_argument("--compare", help="second device: predicted speedup and why")
+    p.add_argument("--gpus", type=_int_at_least(1), default=1,
+                   help="GPUs: trace rank 0 of a parallel training step (--parallel) and "
+                        "predict its time, samples/s and speedup over one GPU; "
+                        "--batch-size is per GPU")
+    p.add_argument("--nodes", type=_int_at_least(1), default=1,
+                   help="nodes the GPUs are spread over (a DGX H100's network between them)")
+    p.add_argument("--parallel", choices=("ddp", "fsdp", "tp"), default="ddp",
+                   help="how the GPUs share the step (with --gpus; default ddp)")
     p.set_defaults(func=cmd_analyze)
 
     p = sub.add_parser("what-if", help="speedup if the device had more FLOP/s or bandwidth")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 
-from roofline.analysis import Comparison, Reasons
+from roofline._si import si
+from roofline.analysis import Comparison, ParallelAnalysis, Reasons
 from roofline.tracing.records import Category
 
 #: A bound with a smaller share of the step than this is not worth a clause.
@@ -20,11 +21,13 @@ CATEGORY_WORDS: dict[str, str] = {  # keyed by Category (a str)
     Category.ATTENTION: "attention", Category.UPSAMPLE: "upsampling",
     Category.UNCOUNTED: "uncounted ops", Category.VIEW: "views",
     Category.ALLOCATION: "allocations", Category.LAYOUT: "layout transposes",
+    Category.COLLECTIVE: "communication",
 }
 
 
-def explain(c: Comparison | Reasons, assumptions: bool = True) -> str:
-    """A short paragraph: the speedup and why it is not the FLOP/s ratio.
+def explain(c: Comparison | Reasons | ParallelAnalysis, assumptions: bool = True) -> str:
+    """A short paragraph: the speedup and why it is not the FLOP/s ratio (or, for a
+    :class:`~roofline.analysis.parallel.ParallelAnalysis`, not the GPU count).
 
     ``assumptions=False`` leaves out the sentence listing the analyses' assumptions.
 
@@ -33,6 +36,8 @@ def explain(c: Comparison | Reasons, assumptions: bool = True) -> str:
     TypeError
         For anything but a Comparison (``compare``, ``what_if``) or its ``reasons()``.
     """
+    if isinstance(c, ParallelAnalysis):
+        return _parallel(c, assumptions)
     if isinstance(c, Comparison):
         r = c.reasons()
     elif isinstance(c, Reasons):
@@ -86,3 +91,48 @@ def _clause(r: Reasons, bound: str, share: float) -> str:
 
 def _assumptions(r: Reasons) -> str:
     return " Assumptions: " + "; ".join(r.assumptions) + "." if r.assumptions else ""
+
+
+#: How each collective is named in a sentence.
+KIND_WORDS = {"all_reduce": "all-reduce", "all_gather": "all-gather",
+              "reduce_scatter": "reduce-scatter", "all_to_all": "all-to-all",
+              "broadcast": "broadcast", "reduce": "reduce", "gather": "gather",
+              "scatter": "scatter", "send": "send", "recv": "receive", "barrier": "barrier"}
+
+
+def _parallel(p: ParallelAnalysis, assumptions: bool) -> str:
+    """"8 H100 SXMs over PCIe: 5.1x one GPU, because 31% of the step waits for ..."."""
+    link = p.topology.intra.kind + (f", {p.nodes} nodes" if p.nodes > 1 else "")
+    head = f"{p.gpus} {p.device.name}s ({p.parallel} over {link})"
+    speed = p.speedup_vs_one_gpu
+    result = (f"{speed:.2f}x one GPU ({p.efficiency:.0%} efficiency)" if speed is not None
+              else f"a step of {si(p.seconds, 's')} (no single-GPU step given to compare)")
+    kinds = sorted(p.by_kind().items(), key=lambda kv: -kv[1]["seconds"])
+    if not kinds or not p.communication_seconds:
+        why = "no communication: the step is its compute"
+    else:
+        name, top = kinds[0]
+        words = KIND_WORDS.get(name, name)
+        if p.parallel == "ddp" and name == "all_reduce":
+            words = "gradient all-reduce"
+        why = (f"{p.exposed_share:.0%} of the step waits for communication (the {words}: "
+               f"{int(top['count'])} calls, {si(top['bytes'], 'B')}; "
+               f"{si(p.hidden_communication_seconds, 's')} of "
+               f"{si(p.communication_seconds, 's')} of communication hidden behind compute)")
+    own = _wrapper_share(p)
+    if own >= MIN_SHARE:
+        why += (f", and {own:.0%} is work of the {p.parallel} wrapper on the compute stream "
+                "that one GPU does not do (gradient bucket copies, shard packing)")
+    tail = (" Assumptions: " + "; ".join(p.assumptions) + ".") if assumptions and \
+        p.assumptions else ""
+    return f"{head}: {result}, because {why}." + tail
+
+
+def _wrapper_share(p: ParallelAnalysis) -> float:
+    """Share of the step the compute stream spends beyond the one-GPU step of the same
+    per-GPU batch (data parallelism only; 0 when not comparable)."""
+    rank_batch = p.trace.meta.get("rank_batch")
+    if (p.one_gpu_seconds is None or p.parallel not in ("ddp", "fsdp") or not p.seconds
+            or rank_batch != p.one_gpu_batch):
+        return 0.0
+    return max(p.compute_total_seconds - p.one_gpu_seconds, 0.0) / p.seconds

@@ -58,6 +58,9 @@ class Category(str, Enum):
     ALLOCATION = "allocation", False  # uninitialised memory
     LAYOUT = "layout", False  # transposes a library runs that are not PyTorch ops (cuDNN)
     UNCOUNTED = "uncounted", False  # ops the registry does not know
+    # torch.distributed collectives: no device FLOPs or HBM bytes of their own; the payload
+    # is in ``OpRecord.collective`` and the link, not the chip, sets their time
+    COLLECTIVE = "collective", False
 
     # "matmul", not "Category.MATMUL", in f-strings and tables
     def __str__(self) -> str:
@@ -92,6 +95,36 @@ def is_backward_kernel(op_name: str) -> bool:
     return "backward" in op_name
 
 
+#: The kinds of :class:`Collective` (``wait``: where a functional collective's result is
+#: waited for; it moves nothing).
+COLLECTIVE_KINDS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce",
+                    "all_to_all", "gather", "scatter", "send", "recv", "barrier", "wait")
+
+
+@dataclass(frozen=True, slots=True)
+class Collective:
+    """The payload of one torch.distributed collective, as nccl-tests sizes it.
+
+    Attributes
+    ----------
+    kind : one of :data:`COLLECTIVE_KINDS`.
+    bytes : the operation's size ``S`` in nccl-tests' sense (doc/PERFORMANCE.md): the
+        tensor of an all-reduce, broadcast or reduce; the whole gathered output of an
+        all-gather (``n`` x the per-rank input); the whole input of a reduce-scatter; a
+        rank's send buffer of an all-to-all.
+    group_size : ranks in the process group it ran on.
+    dtype : dtype of the payload, e.g. ``"float32"``.
+    group : the process group's name (several groups: the data- and tensor-parallel
+        groups of a mesh).
+    """
+
+    kind: str
+    bytes: int
+    group_size: int
+    dtype: str = ""
+    group: str = ""
+
+
 @dataclass(slots=True)
 class OpRecord:
     """One operator call.
@@ -115,6 +148,10 @@ class OpRecord:
     recompute : True for forward ops that activation checkpointing
         (``torch.utils.checkpoint``, ``use_reentrant=False``) reruns in backward to remake
         the activations it did not keep; their phase is ``backward``, where they run.
+    collective : for a torch.distributed collective (category ``collective``), its
+        :class:`Collective` payload; such a record has 0 FLOPs, 0 bytes and 0 kernels, so
+        the single-device analysis gives it no time (``roofline.parallel`` costs it on the
+        communication stream). None for every other op.
     """
 
     name: str
@@ -133,6 +170,7 @@ class OpRecord:
     output_ids: tuple[int, ...] = ()
     backward_kernel: bool = False
     recompute: bool = False
+    collective: Collective | None = None
 
     @property
     def bytes(self) -> int:
@@ -323,7 +361,9 @@ class Trace:
     def to_json(self, indent: int | None = None) -> str:
         """Serialise to JSON; :meth:`from_json` reads it back."""
         names = [f.name for f in fields(OpRecord)]
-        rows = [[getattr(op, n) for n in names] for op in self.ops]
+        if not any(op.collective is not None for op in self.ops):
+            names.remove("collective")  # absent, so older readers see the document they knew
+        rows = [[_plain(getattr(op, n)) for n in names] for op in self.ops]
         doc: dict[str, Any] = {"version": 1, "meta": self.meta, "fields": names, "ops": rows}
         if self.storages:  # absent, not empty, so older readers see the document they knew
             doc["storage_fields"] = ["id", *_STORAGE_FIELDS]
@@ -378,6 +418,11 @@ class Trace:
         return html_table(["Trace", ""], rows)
 
 
+def _plain(value: Any) -> Any:
+    """A field's JSON value: a :class:`Collective` as an object, the rest as it is."""
+    return asdict(value) if isinstance(value, Collective) else value
+
+
 # --- checked loading ---------------------------------------------------------------
 
 def _text(value: Any) -> str:
@@ -414,6 +459,25 @@ def _phase(value: Any) -> str:
     return str(value)
 
 
+def _collective(value: Any) -> Collective | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise TypeError(f"expected an object or null, got {value!r}")
+    known = {f.name for f in fields(Collective)}
+    if unknown := sorted(set(value) - known):
+        raise TypeError(f"unknown collective field(s) {unknown} (known: {', '.join(known)})")
+    kind = value.get("kind")
+    if kind not in COLLECTIVE_KINDS:
+        raise TypeError(f"collective kind must be one of {', '.join(COLLECTIVE_KINDS)}, "
+                        f"got {kind!r}")
+    size = _count(value.get("group_size"))
+    if size < 1:
+        raise TypeError(f"collective group_size must be >= 1, got {size}")
+    return Collective(kind, _count(value.get("bytes")), size, _text(value.get("dtype", "")),
+                      _text(value.get("group", "")))
+
+
 def _ids(value: Any) -> tuple[int, ...]:
     if not isinstance(value, list):
         raise TypeError(f"expected a list of integers, got {value!r}")
@@ -433,6 +497,7 @@ _FIELD_CHECKS: dict[str, Callable[[Any], Any]] = {
     "flops": _count, "bytes_read": _count, "bytes_written": _count, "counted": _flag,
     "kernels": _count, "input_shapes": _shapes, "output_shapes": _shapes,
     "input_ids": _ids, "output_ids": _ids, "backward_kernel": _flag, "recompute": _flag,
+    "collective": _collective,
 }
 _REQUIRED = [f.name for f in fields(OpRecord)
              if f.default is MISSING and f.default_factory is MISSING]

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from roofline.tracing.attention import AttentionAs, AttentionMode
+from roofline.tracing.distributed import Parallel, check_fake_wrapped, parallel_step
 from roofline.tracing.fake import DATA_DEPENDENT, fake_step, modules_of
 from roofline.tracing.records import Trace
 from roofline.tracing.tracer import Capture, FakeModeError, RooflineWarning
@@ -88,7 +89,8 @@ def run_step(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, An
 def trace(model_or_fn: Any, *args: Any, train: bool = False,
           loss_fn: Callable[[Any], torch.Tensor] | None = None,
           optimizer: torch.optim.Optimizer | None = None, fake: bool = False,
-          attention: AttentionMode = "fused", **kwargs: Any) -> Trace:
+          attention: AttentionMode = "fused", parallel: str | Parallel | None = None,
+          gpus: int | None = None, **kwargs: Any) -> Trace:
     """Capture the ops of one step of ``model_or_fn(*args, **kwargs)``.
 
     Parameters
@@ -121,6 +123,18 @@ def trace(model_or_fn: Any, *args: Any, train: bool = False,
         every call as explicit matmul, softmax and dropout, as models that write
         attention out run it under CUDA AMP. ``"as-run"``: as the CPU runs it (for a CPU
         prediction).
+    parallel : ``"ddp"``, ``"fsdp"``, ``"tp"`` or a :class:`~roofline.tracing.distributed.
+        Parallel`: trace rank 0 of the model wrapped by torch (DistributedDataParallel,
+        FSDP2's ``fully_shard``, ``parallelize_module``) in a world of ``gpus`` ranks, on a
+        fake process group and fake tensors (see :mod:`roofline.tracing.distributed`).
+        The inputs are the global batch: data parallelism gives each rank ``batch / gpus``
+        (an error when it does not divide); tensor parallelism gives each the whole batch.
+        ``optimizer`` is rebuilt (its class and defaults) on the wrapped parameters. Every
+        collective is an op of the trace (category ``collective``); cost it with
+        :func:`roofline.parallel`. A model you wrapped yourself is traced without
+        ``parallel=``, inside its initialised process group, with ``fake=False``.
+    gpus : the world size for ``parallel=``; None inside an initialised process group (its
+        world size is used, and the group is left as it was).
 
     Returns
     -------
@@ -133,6 +147,13 @@ def trace(model_or_fn: Any, *args: Any, train: bool = False,
     same ops with the same phases as the returned trace, and none of roofline's own
     work around the step (making fakes, the optimizer's fake warm-up step).
     """
+    if parallel is not None:
+        return parallel_step(_unwrap_compiled(model_or_fn), args, kwargs, parallel=parallel,
+                             gpus=gpus, train=train, loss_fn=loss_fn, optimizer=optimizer,
+                             attention=attention)
+    if gpus is not None:
+        raise ValueError("gpus= is the world size of a parallel trace: pass parallel='ddp', "
+                         "'fsdp' or 'tp' with it")
     return traced_step(model_or_fn, args, kwargs, train=train, loss_fn=loss_fn,
                        optimizer=optimizer, fake=fake, attention=attention)
 
@@ -152,6 +173,8 @@ def traced_step(model_or_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
     meta = {"model": name, "train": train, "fake": fake}
 
     _check_grad_mode(train)  # before anything is changed (run_step checks for measure too)
+    if fake:
+        check_fake_wrapped(fn)
     if train and not fake:
         for root in modules_of(fn, deep=False):
             for p in root.parameters():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -24,11 +25,13 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.module_tracker import ModuleTracker
 
+from roofline.tracing import collectives as _collectives
 from roofline.tracing import formulas as _formulas  # noqa: F401  (registers the formulas)
 from roofline.tracing.ops import OpInfo, lookup, nbytes
 from roofline.tracing.records import (
     STORAGE_KINDS,
     Category,
+    Collective,
     OpRecord,
     Storage,
     Trace,
@@ -36,6 +39,7 @@ from roofline.tracing.records import (
 )
 
 _SKIPPED_NAMESPACES = {"prim", "profiler"}
+_DTENSOR_MODULE = "torch.distributed.tensor"
 
 
 class RooflineWarning(UserWarning):
@@ -175,6 +179,12 @@ class _Recorder(TorchDispatchMode):
         kwargs = kwargs or {}
         if func.namespace in _SKIPPED_NAMESPACES:
             return func(*args, **kwargs)
+        if _UNRECORDED.depth:  # DTensor's shape inference: not part of the step
+            return func(*args, **kwargs)
+        if any(t.__module__.startswith(_DTENSOR_MODULE) for t in types):
+            # a DTensor op has global shapes: let DTensor run it, and record the local
+            # ops (and collectives) it runs on this rank's shards instead
+            return NotImplemented
         if func not in self._info:
             self._info[func] = lookup(func)
             self._schemas[func] = _Schema(func)
@@ -381,6 +391,13 @@ class _Recorder(TorchDispatchMode):
         reads = _unique(_tensors(args) + _tensors(read_kwargs))
         writes = _unique(written + _tensors(out))
 
+        collective = (_collectives.describe(func, args, kwargs, reads, writes)
+                      if func.namespace in _collectives.NAMESPACES else None)
+        if collective is not None:
+            # no FLOPs, HBM bytes or kernels on the compute stream: the link sets its time
+            self._append(func, reads, writes, Category.COLLECTIVE, 0, 0, 0, True, 0,
+                         schema.backward, collective)
+            return
         bound = schema.bind(args, kwargs)
         if info is not None and info.bytes_rule is not None:
             bytes_read, bytes_written = info.bytes_rule(bound, reads, writes)
@@ -392,6 +409,21 @@ class _Recorder(TorchDispatchMode):
         flops = (info.count_flops(args, kwargs, bound, out, reads + writes)
                  if info is not None else None)
 
+        self._append(func, reads, writes,
+                     info.category if info is not None else Category.UNCOUNTED, flops or 0,
+                     int(bytes_read), int(bytes_written), flops is not None,
+                     info.kernels if info is not None else 1,
+                     info.backward if info is not None else schema.backward)
+        if self.ops[-1].category == Category.CONV and (
+                layout := _layout_transposes(self.ops[-1], bound, reads + writes)):
+            self.ops.append(layout)
+        self._note_casts(func, args, writes)
+
+    def _append(self, func: Any, reads: list[torch.Tensor], writes: list[torch.Tensor],
+                category: Category, flops: int, bytes_read: int, bytes_written: int,
+                counted: bool, kernels: int, backward: bool,
+                collective: Collective | None = None) -> None:
+        """Append the record of one op (phase, module, dtype and storages found here)."""
         dtype_src = next((t for t in reads if t.is_floating_point()),
                          writes[0] if writes else (reads[0] if reads else None))
         if self._cast_copies:
@@ -399,26 +431,23 @@ class _Recorder(TorchDispatchMode):
         phase = self._phase()
         self.ops.append(OpRecord(
             name=str(func),
-            category=info.category if info is not None else Category.UNCOUNTED,
+            category=category,
             phase=phase,
             module=self._module(),
             dtype=str(dtype_src.dtype).removeprefix("torch.") if dtype_src is not None else "",
-            flops=flops or 0,
-            bytes_read=int(bytes_read),
-            bytes_written=int(bytes_written),
-            counted=flops is not None,
-            kernels=info.kernels if info is not None else 1,
+            flops=flops,
+            bytes_read=bytes_read,
+            bytes_written=bytes_written,
+            counted=counted,
+            kernels=kernels,
             input_shapes=tuple(tuple(t.shape) for t in reads),
             output_shapes=tuple(tuple(t.shape) for t in writes),
             input_ids=tuple(self._storage_id(t, False) for t in reads),
             output_ids=tuple(self._storage_id(t, True) for t in writes),
-            backward_kernel=info.backward if info is not None else schema.backward,
+            backward_kernel=backward,
             recompute=phase == "backward" and _recomputing(),
+            collective=collective,
         ))
-        if self.ops[-1].category == Category.CONV and (
-                layout := _layout_transposes(self.ops[-1], bound, reads + writes)):
-            self.ops.append(layout)
-        self._note_casts(func, args, writes)
 
 
 _SIXTEEN_BIT = (torch.float16, torch.bfloat16)
@@ -467,6 +496,54 @@ def _recomputing() -> bool:
     return pack.startswith("_recomputation_hook.")
 
 
+class _Unrecorded(threading.local):
+    """How deep this thread is in work whose ops belong to no step (see below)."""
+
+    depth = 0
+    patched = 0  # captures that hold the patch (nested captures share one)
+    original: Any = None
+
+
+_UNRECORDED = _Unrecorded()
+
+
+@contextlib.contextmanager
+def _dtensor_inference_unrecorded() -> Iterator[None]:
+    """Keep DTensor's sharding propagation out of the trace.
+
+    To learn an op's global output shape, DTensor runs the op once more on fake tensors
+    of the global shapes (``ShardingPropagator._propagate_tensor_meta_non_cached``); the
+    capture's dispatch mode would see those ops as if they ran. While a capture records,
+    that method runs with recording paused; it is put back when the capture ends. Nothing
+    is patched unless DTensor is imported.
+    """
+    module = sys.modules.get("torch.distributed.tensor._sharding_prop")
+    if module is None:
+        yield
+        return
+    cls = module.ShardingPropagator
+    state = _UNRECORDED
+    if not state.patched:
+        state.original = original = cls._propagate_tensor_meta_non_cached
+
+        def unrecorded(self: Any, *args: Any, **kwargs: Any) -> Any:
+            state.depth += 1
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                state.depth -= 1
+
+        cls._propagate_tensor_meta_non_cached = unrecorded
+    state.patched += 1
+    try:
+        yield
+    finally:
+        state.patched -= 1
+        if not state.patched:
+            cls._propagate_tensor_meta_non_cached = state.original
+            state.original = None
+
+
 @contextlib.contextmanager
 def _dynamo_disabled() -> Iterator[None]:
     """Run ``torch.compile``d code eagerly, so its ops are seen once, at ATen level."""
@@ -506,6 +583,7 @@ class Capture:
         stack = contextlib.ExitStack()
         try:
             stack.enter_context(_dynamo_disabled())
+            stack.enter_context(_dtensor_inference_unrecorded())
             tracker = stack.enter_context(_Tracker())
             recorder = _Recorder(tracker, self._annotate)
 

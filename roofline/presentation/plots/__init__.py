@@ -10,6 +10,8 @@ Every function draws into a given ``ax`` (or a new figure), returns the Axes, ne
 * :func:`validation_scatter`: predicted against measured op times.
 * :func:`memory_timeline`, :func:`batch_curve`: live memory over a step by kind, and
   required memory and samples/s against batch with the capacity wall.
+* :func:`scaling_curve`, :func:`stream_timeline`: speedup against GPU count with the ideal
+  line; a parallel step's compute and communication streams over time.
 """
 
 from __future__ import annotations
@@ -21,13 +23,15 @@ from roofline.presentation.plots._style import drawing
 from roofline.presentation.plots.bars import compare_devices, time_breakdown
 from roofline.presentation.plots.chart import roofline_chart, roofline_data
 from roofline.presentation.plots.memory import batch_curve, memory_timeline
+from roofline.presentation.plots.parallel import scaling_curve, stream_timeline
 from roofline.presentation.plots.speedup import speedup_curve
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
 __all__ = ["batch_curve", "compare_devices", "memory_timeline", "roofline_chart",
-           "roofline_data", "speedup_curve", "time_breakdown", "validation_scatter"]
+           "roofline_data", "scaling_curve", "speedup_curve", "stream_timeline",
+           "time_breakdown", "validation_scatter"]
 
 
 def validation_scatter(v: Validation, ax: Axes | None = None) -> Axes:
