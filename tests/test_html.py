@@ -102,7 +102,7 @@ def test_analysis_and_comparison_breakdowns_render_as_tables() -> None:
 
     mm = OpRecord("aten.mm.default", "matmul", "forward", "", "bfloat16", 10**12, 10**8, 0,
                   output_shapes=((1024, 1024),))
-    c = roofline.compare(Trace([mm]), "a100", "h100", overhead=False)
+    c = roofline.compare(Trace([mm]), "a100", "h100", overhead=False, peaks="datasheet")
     for rows in (c.src.by_bound(), c.src.by_category(), c.by_bound(), c.by_category()):
         html = rows._repr_html_()
         assert html.startswith("<table") and all(f">{k}<" in html for k in rows)

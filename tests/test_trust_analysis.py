@@ -54,7 +54,7 @@ def test_zero_size_matmuls_and_convs_give_finite_times(build) -> None:  # type: 
 def test_empty_gemm_costs_no_compute_time() -> None:
     # (0 x 1024) @ (1024 x 1024): no output tiles, no FLOPs, no compute time
     empty = _op("matmul", 0, 4 * 1024 * 1024, shapes=((0, 1024),))
-    a = roofline.analyze(Trace([empty]), "a100", overhead=False)
+    a = roofline.analyze(Trace([empty]), "a100", overhead=False, peaks="datasheet")
     assert a.compute_seconds[0] == 0.0
     assert a.memory_seconds[0] == pytest.approx(4 * 1024 * 1024 / 2.039e12)  # A100 SXM 80GB
 
@@ -160,7 +160,7 @@ def test_a_device_without_a_vector_rate_says_which_flops_it_did_not_cost() -> No
     no_vector = h100.with_overrides(name="matrix only", vector_flops_per_s={})
     t = Trace([_op("pointwise", 10**9, 10**6), _op("matmul", 10**12, 10**6)])
     with pytest.warns(RooflineWarning, match="no compute rate for bfloat16"):
-        a = roofline.analyze(t, no_vector, overhead=False)
+        a = roofline.analyze(t, no_vector, overhead=False, peaks="datasheet")
     assert a.compute_seconds[0] == 0 and a.engine[0] is None
     assert a.unrated_flops_share == pytest.approx(10**9 / (10**9 + 10**12))
     assert a.compute_seconds[1] == pytest.approx(10**12 / 989.4e12)  # H100 SXM bf16
@@ -196,7 +196,7 @@ def test_ridge_point_is_where_the_time_model_switches_bound() -> None:
 
 def test_seconds_with_scales_named_roofs() -> None:
     t = Trace([_op("matmul", 10**12, 10**6), _op("pointwise", 10**3, 10**10)])
-    a = roofline.analyze(t, "h100", overhead=False)
+    a = roofline.analyze(t, "h100", overhead=False, peaks="datasheet")
     compute, memory = 10**12 / 989.4e12, 10**10 / 3.35e12  # H100 SXM datasheet
     assert a.seconds == pytest.approx(compute + memory)
     assert a.seconds_with(compute=2.0) == pytest.approx(compute / 2 + memory)

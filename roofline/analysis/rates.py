@@ -94,22 +94,20 @@ class Rates:
         return self.spec.bandwidth_bytes_per_s * share * self.efficiency["memory"]
 
     @property
-    def launch_overhead_seconds(self) -> float:
-        """Per-kernel overhead: measured (plain or CUDA-graph launch), else the spec's."""
+    def kernel_overhead_seconds(self) -> float:
+        """Per-kernel overhead ``a`` of ``T = a + V / b``: measured (plain or CUDA-graph
+        launch, the intercept of a small-kernel fit) or its class's, else the spec's; no
+        less than one DRAM latency, which every kernel that touches memory waits."""
         if self.figures is None:
             return self.spec.launch_overhead_seconds
         fig = self.figures.launch_overhead(graphs=self.options.graphs)
         if fig.origin != "datasheet":
             self.used.setdefault("graph launch overhead" if self.options.graphs
                                  else "launch overhead", fig)
-        return fig.value
-
-    @property
-    def dram_latency_seconds(self) -> float:
-        """DRAM latency each kernel that moves bytes waits once (0 with datasheet peaks)."""
-        if self.figures is None or (fig := self.figures.dram_latency()) is None:
-            return 0.0
-        self.used.setdefault("DRAM latency", fig)
+        latency = self.figures.dram_latency()
+        if latency is not None and latency.value > fig.value:
+            self.used.setdefault("DRAM latency", latency)
+            return latency.value
         return fig.value
 
     def note(self, text: str) -> None:
@@ -123,6 +121,11 @@ class Rates:
         if key not in self._cache:
             self._cache[key] = self._lookup(matrix, dtype_key(dtype), category)
         return self._cache[key]
+
+    def rate(self, engine: Engine) -> float | None:
+        """Effective FLOP/s of ``engine`` (peak x achieved share x efficiency), or None."""
+        found = self._rated(engine)
+        return None if found is None else found[1]
 
     def _rated(self, engine: Engine) -> tuple[Engine, float] | None:
         peak = self.spec.peak_flops_per_s(None, engine)

@@ -4,28 +4,30 @@ The time model (one place, used by analyze, compare, what_if and sweep)
 ---------------------------------------------------------------------------
 Each op has one time per roof in :data:`ROOFS`; on a device with effective compute rate
 ``P`` (the rate the engine that runs it reaches), bandwidth ``B`` (the rate its access
-pattern streams at), DRAM latency ``λ`` and per-kernel overhead ``a``::
+pattern streams at) and per-kernel overhead ``a``::
 
     compute_seconds  = flops / (P * fill)
-    memory_seconds   = bytes / B + kernels * λ
-    overhead_seconds = kernels * (a - λ)
+    memory_seconds   = bytes / B
+    overhead_seconds = kernels * a
     seconds          = overhead_seconds + max(compute_seconds, memory_seconds)
 
 and the op's bound is the largest of the three. This is the form small-kernel
 microbenchmarks fit, ``T = a + V / b`` (te42kyfo/gpu-benches, gpu-small-kernels): the
-overhead of launching and draining a kernel adds to its transfer, it does not compete with
-it, and on the fastest devices a 10 MB kernel's transfer is comparable to its launch. The
-one DRAM latency inside ``a`` is moved into the memory time, where it is Little's law: a
-kernel moving ``V`` bytes reaches ``B V / (V + B λ)``, less than ``B`` until it has
-``B λ`` bytes (hundreds of KB on HBM parts) in flight. ``overhead_model="max"`` gives the
-classic form, ``seconds = max of the three`` (with the spec's launch constant).
+overhead of launching and draining a kernel adds to its transfer, it does not compete
+with it, and on the fastest devices a 10 MB kernel's transfer is comparable to its
+launch. ``a`` holds at least one DRAM latency ``λ`` (the first bytes a kernel asks for
+arrive after it), so a kernel moving ``V`` bytes reaches ``V / (a + V / B)``: Little's
+law, less than ``B`` until it keeps ``a B`` bytes (hundreds of KB on HBM parts) in
+flight. ``overhead_model="max"`` gives the classic form, ``seconds = max of the three``,
+with the spec's launch constant.
 
-``P``, ``B``, ``a`` and ``λ`` are what the device was measured to reach, each with its
-source (``peaks="achievable"``, :mod:`roofline.hardware.achievable`), or the datasheet
-peaks and the spec's launch constant (``peaks="datasheet"``, no latency term). ``fill``
-is the share of the chip a matmul-class op can occupy (:mod:`roofline.analysis.gemm`);
-the engine is PyTorch's choice (:mod:`roofline.analysis.rates`). An op below its overhead
-is ``overhead``-bound and gains nothing from more FLOP/s or bandwidth.
+``P``, ``B`` and ``a`` are what the device was measured to reach, each with its source
+(``peaks="achievable"``, :mod:`roofline.hardware.achievable`; ``a`` no less than the
+measured ``λ``), or the datasheet peaks and the spec's launch constant
+(``peaks="datasheet"``). ``fill`` is the share of the chip a matmul-class op can occupy
+(:mod:`roofline.analysis.gemm`); the engine is PyTorch's choice
+(:mod:`roofline.analysis.rates`). An op below its overhead is ``overhead``-bound and gains
+nothing from more FLOP/s or bandwidth.
 
 A calibrated spec (``roofline.calibrate``) carries measured curves that replace those two
 models where they exist: a matmul-class op runs at the rate ``torch.mm`` reached on its
@@ -57,7 +59,7 @@ import numpy as np
 from roofline._table import Rows
 from roofline.analysis import gemm
 from roofline.analysis.options import Options
-from roofline.analysis.rates import Rates, access_pattern, dtype_key
+from roofline.analysis.rates import Pattern, Rates, access_pattern, dtype_key
 from roofline.hardware import DeviceSpec, get_device
 from roofline.hardware.achievable import Figure
 from roofline.hardware.curves import interpolate_memory
@@ -106,6 +108,15 @@ class Analysis:
     host_seconds: float
     assumptions: list[str]
     figures: dict[str, Figure] = field(default_factory=dict)
+
+    def engine_flops_per_s(self, engine: Engine) -> float | None:
+        """The rate ``engine`` runs at in this analysis (its roof on a roofline chart):
+        the achieved share of its peak with ``peaks="achievable"``, the peak otherwise."""
+        return Rates(self.device, self.options).rate(engine)
+
+    def stream_bytes_per_s(self, pattern: Pattern = "copy") -> float:
+        """The bandwidth a large kernel of this access pattern streams at here."""
+        return Rates(self.device, self.options).bandwidth_bytes_per_s(pattern)
 
     def roof(self, name: str) -> np.ndarray:
         """Seconds of every op under roof ``name``."""
@@ -371,17 +382,14 @@ def analyze(trace: Trace, device: str | DeviceSpec, **options: Any) -> Analysis:
         compute = np.where(flops > 0, flops / (rate * fill), 0.0)
     compute[unrated] = 0.0
     kernels = _column(trace, "kernels")
-    latency = 0.0
     if spec.memory_curve:  # measured bytes/s of an op that size: cache, threads, launch
         bandwidth = interpolate_memory(spec.memory_curve, nbytes) * rates.efficiency["memory"]
     else:
         bandwidth = np.array([rates.bandwidth_bytes_per_s(access_pattern(
             op.bytes_read, op.bytes_written)) for op in trace.ops]) if n else np.zeros(0)
-        if opts.overhead_model == "additive":
-            latency = rates.dram_latency_seconds
-    memory = nbytes / bandwidth + np.where(nbytes > 0, kernels * latency, 0.0)
+    memory = nbytes / bandwidth
     launch = (spec.launch_overhead_seconds if opts.overhead_model == "max"
-              else max(rates.launch_overhead_seconds - latency, 0.0))
+              else rates.kernel_overhead_seconds)
     overhead = kernels * launch if opts.overhead else np.zeros(n)
     roofs = np.stack([compute, memory, overhead]) if n else np.zeros((len(ROOFS), 0))
     _drop_layout(trace, spec, opts, roofs, rates)

@@ -196,13 +196,18 @@ def _engines(a: Analysis) -> list[Engine]:
 
 
 def roofs(spec: DeviceSpec, engines: list[Engine], linestyle: str = "-",
-          tag: str = "", color: str | None = None) -> list[Roof]:
-    """The roofs of ``spec`` for ``engines`` (engines it has no peak for are skipped)."""
+          tag: str = "", color: str | None = None, analysis: Analysis | None = None,
+          ) -> list[Roof]:
+    """The roofs of ``spec`` for ``engines`` (engines it has no peak for are skipped): its
+    datasheet peaks, or with ``analysis`` the rates that analysis ran them at."""
     out = []
+    bandwidth = (analysis.stream_bytes_per_s() if analysis is not None
+                 else spec.bandwidth_bytes_per_s)
     for e in engines:
-        peak = spec.peak_flops_per_s(None, e)
+        peak = (analysis.engine_flops_per_s(e) if analysis is not None
+                else spec.peak_flops_per_s(None, e))
         if peak:
-            out.append(Roof(f"{tag}{e}: {si(peak, 'FLOP/s')}", peak, spec.bandwidth_bytes_per_s,
+            out.append(Roof(f"{tag}{e}: {si(peak, 'FLOP/s')}", peak, bandwidth,
                             linestyle, color or _ENGINE_COLORS[e.kind]))
     return out
 
@@ -275,16 +280,19 @@ def _label_roofs(ax: Axes, rs: list[Roof], x_hi: float, placed: list[Any],
     (x0, x1), (y0, y1) = slope[0].get_xdata(), slope[0].get_ydata()
     bw = y0 / x0
     spots = []
-    for dy in (3, 12):  # on the slope, else a little above it, clear of its points
+    # on the slope, else a little above it, clear of its points; the datasheet's slope
+    # (beside the achievable one) also below, and left out where there is no room
+    for dy in (3, 12) if who != "datasheet" else (3, 12, -10, -18):
         for frac in (0.55, 0.4, 0.7, 0.25, 0.85):
             x = x0 * (x1 / x0) ** frac
             spots.append((x, bw * x, 0, dy, "center"))
     (p0, q0), (p1, q1) = ax.transData.transform([(x0, y0), (x1, y1)])
     angle = math.degrees(math.atan2(q1 - q0, p1 - p0))
     color = slope[0].get_color()
-    _place(ax, f"memory {si(bw, 'B/s')}", spots, placed, avoid,
-           line_pixels(ax, [ln for ln in lines if ln is not slope[0]]), fontsize=7.5,
-           color=color, rotation=angle, rotation_mode="anchor")
+    _place(ax, f"{'datasheet ' if who == 'datasheet' else ''}memory {si(bw, 'B/s')}", spots,
+           placed, avoid, line_pixels(ax, [ln for ln in lines if ln is not slope[0]]),
+           required=who != "datasheet", fontsize=7.5, color=color, rotation=angle,
+           rotation_mode="anchor")
 
 
 def _place(ax: Axes, text: str, spots: Sequence[tuple[float, float, float, float, str]],
@@ -427,7 +435,10 @@ def _floor(ax: Axes, a: Analysis, x_lo: float, x_hi: float, y_lo: float,
     over = [op.flops / op.kernels for op, b in zip(a.trace.ops, a.bound, strict=True)
             if b == "overhead" and op.flops > 0 and op.kernels > 0]
     # no op with FLOPs is overhead-bound: no floor to draw (its level would be no op's)
-    latency = a.device.launch_overhead_seconds
+    kernels = np.array([op.kernels for op in a.trace.ops], dtype=float)
+    busy = kernels > 0
+    # the per-kernel overhead the analysis charged (measured, class default or the spec's)
+    latency = float((a.overhead_seconds[busy] / kernels[busy]).max()) if busy.any() else 0.0
     if not over or not latency or not a.options.overhead:
         return
     per_kernel = float(np.median(over))
@@ -521,15 +532,23 @@ def _chart(ax: Axes, src: Analysis, dst: Analysis | None, df: Any, group_by: str
     engines = list(dict.fromkeys(_engines(src) + (_engines(dst) if dst else [])))
     if not engines:  # no op ran FLOPs on an engine: show the device's fp32 vector roof
         engines = [Engine("vector", "fp32")]
-    main = roofs(src.device, engines)
-    other = roofs(dst.device, engines, "--", color=DST_COLOR) if dst is not None else []
-    sheet = _datasheet(src.device)
+    main = roofs(src.device, engines, analysis=src)
+    other = (roofs(dst.device, engines, "--", color=DST_COLOR, analysis=dst)
+             if dst is not None else [])
+    # the datasheet's roofs, dotted, when the analysis ran at other rates
+    sheet = _datasheet(src.device) or (src.device if src.options.peaks == "achievable"
+                                       else None)
     sheet_roofs = roofs(sheet, engines, ":", "datasheet ", "#8C8C8C") if sheet else []
+    # a datasheet roof the analysis reached in full is the solid one already
+    ran = {r.label.split(": ")[0]: r.flops_per_s for r in main}
+    sheet_roofs = [r for r in sheet_roofs if not math.isclose(
+        ran.get(r.label.removeprefix("datasheet ").split(": ")[0], 0.0), r.flops_per_s,
+        rel_tol=5e-3)]
     all_roofs = main + other + sheet_roofs
     ys_dst = df["dst_attained_flops_per_s"].to_numpy(float) if dst is not None else y
     d_on = on & (ys_dst > 0)
-    bws = [src.device.bandwidth_bytes_per_s] + ([dst.device.bandwidth_bytes_per_s]
-                                                 if dst is not None else [])
+    bws = [src.stream_bytes_per_s()] + ([dst.stream_bytes_per_s()]
+                                        if dst is not None else [])
     # with no roof (the device lists no rate for the trace's FLOPs) the points anchor the view
     ridges = [r.ridge_point for r in all_roofs] or [float(max(x[on], default=1.0))]
     peaks = [r.flops_per_s for r in all_roofs] or [
@@ -579,8 +598,8 @@ def _chart(ax: Axes, src: Analysis, dst: Analysis | None, df: Any, group_by: str
         if rs:
             _draw_roofs(ax, rs, x_lo, x_hi, who)
         elif who != "datasheet":
-            _draw_slope(ax, src.device.bandwidth_bytes_per_s if who == src.device.name
-                        else bws[-1], x_lo, x_hi, who)
+            _draw_slope(ax, bws[0] if who == src.device.name else bws[-1], x_lo, x_hi,
+                        who)
     for rs, who in sets:
         _label_roofs(ax, rs, x_hi, placed, avoid, who)
     bounds = df[f"{prefix}bound"].to_numpy(object)
