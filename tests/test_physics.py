@@ -122,3 +122,43 @@ def test_no_transposes_where_cudnn_runs_the_layout_natively(case: str) -> None:
         x = x.to(memory_format=torch.channels_last)
     t = _trace(model, x, dtype)
     assert not [op for op in t.ops if op.category == "layout"]
+
+
+# --- clock and cores ---------------------------------------------------------------------
+def test_clock_what_if_speeds_compute_not_bandwidth() -> None:
+    """Peak = units x FLOP/clock/unit x clock: 1.5x the clock gives a compute-bound GEMM
+    1.5x on its compute time and a streaming copy nothing (DRAM has its own clock)."""
+    big = _op("matmul", 2 * 8192**3, 3 * 8192**2 * 2)
+    copy = _op("pointwise", 0, 10**9)
+    for op in (big, copy):
+        c = roofline.what_if(Trace([op]), "h100", clock=1.5, overhead=False)
+        expected = 1.5 if op is big else 1.0
+        assert c.speedup == pytest.approx(expected), op.category
+    h100 = roofline.get_device("h100")
+    faster = h100.scaled(clock_factor=1.5)
+    assert faster.peak_flops_per_s("bf16") == pytest.approx(1.5 * H100_BF16)
+    assert faster.bandwidth_bytes_per_s == H100_BANDWIDTH
+    assert faster.boost_clock_hz == pytest.approx(1.5 * 1980e6)  # H100 SXM max boost
+
+
+def test_cores_what_if_helps_only_ops_that_fill_the_chip() -> None:
+    """A 128 x 128 output with K = 512 is one 128x128 tile: one of the H100's 132 SMs
+    works, so 264 SMs leave it as slow; a square 8192 GEMM (4096 tiles) gains 2x."""
+    tiny = OpRecord(name="aten.mm.default", category="matmul", phase="forward", module="",
+                    dtype="bfloat16", flops=2 * 128 * 128 * 512, bytes_read=10,
+                    bytes_written=0, input_shapes=((128, 512), (512, 128)),
+                    output_shapes=((128, 128),))
+    big = _op("matmul", 2 * 8192**3, 3 * 8192**2 * 2)
+    small = roofline.what_if(Trace([tiny]), "h100", cores=2, overhead=False)
+    assert small.speedup == pytest.approx(1.0)
+    large = roofline.what_if(Trace([big]), "h100", cores=2, overhead=False)
+    assert large.speedup == pytest.approx(2.0, rel=0.02)  # 4096 tiles over 264 SMs: 16 waves
+    assert roofline.get_device("h100").scaled(cores_factor=2).compute_units == 264
+
+
+def test_what_if_clock_and_cores_refuse_bad_factors() -> None:
+    for bad in (0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="clock"):
+            roofline.what_if(Trace([]), "h100", clock=bad)
+        with pytest.raises(ValueError, match="cores"):
+            roofline.what_if(Trace([]), "h100", cores=bad)

@@ -83,7 +83,8 @@ class Rates:
         """The share of its datasheet figure that ``figure`` is (1 without one)."""
         if figure is None or figure.share is None:
             return 1.0
-        self.used.setdefault(name, figure)
+        if figure.origin != "datasheet":  # the datasheet is the fallback: not worth a line
+            self.used.setdefault(name, figure)
         return figure.share
 
     def bandwidth_bytes_per_s(self, pattern: Pattern = "copy") -> float:

@@ -428,7 +428,8 @@ def _figure_notes(spec: DeviceSpec, rates: Rates) -> list[str]:
     if not rates.used:
         return []
     parts = [f"{name} {fig}" for name, fig in rates.used.items()]
-    return [f"{spec.name} at the rates it reaches (peaks='achievable'): " + "; ".join(parts)]
+    return [f"{spec.name} at the rates it was measured to reach (peaks='achievable'; "
+            "other rates at the datasheet's): " + "; ".join(parts)]
 
 
 def _unrated_note(trace: Trace, spec: DeviceSpec, flops: np.ndarray,
