@@ -32,11 +32,12 @@ def notebooks(session: nox.Session) -> None:
     session.run("python", "-m", "pytest", "-q", "tests/test_notebooks.py", *session.posargs)
 
 
-# The quick benchmarks (4-5 minutes together on 2 shared cores; memory about 45 s). The long
-# ones are named:
+# The quick benchmarks (5-6 minutes together on 2 shared cores; memory about 45 s, scaling
+# about 70 s). The long ones are named:
 # ``nox -s benchmarks -- thread_scaling`` (about 40 minutes), ``published`` (needs the
-# ../shared/validation data), ``gpu`` (a GPU; ``gpu --device cpu`` is its dry run).
-QUICK_BENCHMARKS = ("the_answer", "capture_overhead --quick", "memory")
+# ../shared/validation data; ``"published --trace-cache DIR"`` keeps its 80 traces between
+# runs), ``gpu`` (a GPU; ``gpu --device cpu`` is its dry run).
+QUICK_BENCHMARKS = ("the_answer", "capture_overhead --quick", "memory", "scaling")
 
 
 @nox.session(python=["3.11"])

@@ -160,3 +160,18 @@ def test_convolution_backward_is_costed_as_its_forward_gemm() -> None:
     a = roofline.analyze(Trace([both, weight_only]), spec, overhead=False, tf32_conv=False)
     rate = float(interpolate_matmul(_grid(), np.array([m]), np.array([n]), np.array([k]))[0])
     assert a.flops_per_s == pytest.approx([rate, rate])
+
+
+def test_cores_what_if_on_a_curve_gains_as_the_tiles_fill_the_new_chip() -> None:
+    """The A100 has 108 SMs. A (128 x 512) @ (512 x 32) matmul is one 128x128 tile (K 512
+    splits no further): twice the SMs leave it as it was. A 4096 x 4096 output is 1024
+    tiles, 9.48 waves on 108 SMs (fill 1024 / (10 x 108)) and 4.74 on 216 (fill
+    1024 / (5 x 216)): 2x the units, the same fill, 2x the rate."""
+    spec = _spec()
+    one_tile = _op("matmul", 2 * 128 * 32 * 512, 1, out=(128, 32))
+    c = roofline.what_if(Trace([one_tile]), spec, cores=2, overhead=False)
+    assert c.speedup == pytest.approx(1.0)
+    big = _op("matmul", 2 * 4096 * 4096 * 512, 1, out=(4096, 4096))
+    assert roofline.what_if(Trace([big]), spec, cores=2, overhead=False).speedup == \
+        pytest.approx(2.0)
+    assert spec.scaled(cores_factor=2).matmul_curve_units == 108

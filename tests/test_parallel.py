@@ -208,7 +208,7 @@ def test_tp_without_a_linear_pair_asks_for_a_plan() -> None:
 def test_fsdp_trace_is_not_recosted_for_another_size() -> None:
     t = roofline.trace(_mlp(), torch.randn(8, 64), train=True, loss_fn=_sum,
                        parallel="fsdp", gpus=2)
-    with pytest.raises(ValueError, match="trace it with gpus=4"):
+    with pytest.raises(ValueError, match="trace it again with gpus=4"):
         roofline.parallel(t, "h100", gpus=4)
 
 
@@ -265,3 +265,86 @@ def test_cli_parallel(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["analyze", "mlp", "--device", "h100", "--train", "--gpus", "4",
                  "--nodes", "3"]) == 1
     assert "does not spread evenly" in capsys.readouterr().err
+
+
+# --- careless use (review of the first version) ----------------------------------------
+
+def _ddp_trace(gpus: int = 4) -> Trace:
+    return roofline.trace(_mlp(), torch.randn(32, 64), train=True, loss_fn=_sum,
+                          parallel="ddp", gpus=gpus)
+
+
+def test_analyze_of_a_parallel_trace_says_its_collectives_are_not_costed() -> None:
+    t = _ddp_trace()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        a = roofline.analyze(t, "h100")
+    assert any("collectives not costed" in str(w.message) for w in seen)
+    assert any("roofline.parallel" in n for n in a.assumptions)
+    with warnings.catch_warnings(record=True) as seen:  # parallel() costs them: no warning
+        warnings.simplefilter("always")
+        p = roofline.parallel(t, "h100")
+    assert not any("collectives not costed" in str(w.message) for w in seen)
+    assert not any("collectives not costed" in n for n in p.assumptions)
+
+
+def test_the_scaling_curve_recosts_with_the_same_options_and_network() -> None:
+    """Each point of the curve is what parallel() says for that count with the same
+    options and network, whatever they are."""
+    t = _ddp_trace(8)
+    opts = {"peaks": "datasheet", "host_seconds": 0.001, "nics": 1, "nic_bits_per_s": 100e9}
+    p = roofline.parallel(t, "h100", one_gpu=0.002, one_gpu_batch=4, **opts)
+    ax = roofline.plot.scaling_curve(p)
+    xs, ys = ax.get_lines()[1].get_data()
+    two = roofline.parallel(t, "h100", gpus=2, one_gpu=0.002, one_gpu_batch=4, **opts)
+    assert ys[list(xs).index(2)] == pytest.approx(two.speedup_vs_one_gpu)
+
+
+def test_bad_gpu_counts_and_a_real_parallel_trace_are_refused() -> None:
+    t = _ddp_trace()
+    with pytest.raises(ValueError, match="gpus=0: expected a whole number"):
+        roofline.parallel(t, "h100", gpus=0)
+    with pytest.raises(ValueError, match="GPU counts are whole numbers"):
+        roofline.scaling(_mlp(), (torch.randn(8, 64),), "h100", gpus=(0, 2), loss_fn=_sum)
+    with pytest.raises(ValueError, match="fake=True"):
+        roofline.trace(_mlp(), torch.randn(8, 64), train=True, loss_fn=_sum,
+                       parallel="ddp", gpus=2, fake=False)
+    assert not dist.is_initialized()
+
+
+def test_a_parallel_result_states_the_gpus_per_node() -> None:
+    p = roofline.parallel(_ddp_trace(), "h100", gpus=16, nodes=2)
+    assert "16 GPUs: 2 nodes of 8" in p.assumptions
+    big = roofline.parallel(_ddp_trace(), "h100", gpus=16)
+    assert any("16 GPUs in one node" in n and "nodes=" in n for n in big.assumptions)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--parallel", "tp"], "pass --gpus N"),
+    (["--nodes", "2"], "pass --gpus N"),
+    (["--gpus", "4", "--compare", "a100", "--train"], "--compare"),
+    (["--gpus", "4"], "add --train"),
+    (["--gpus", "4", "--train", "--html", "x.html"], "--html"),
+])
+def test_cli_refuses_parallel_flags_it_would_ignore(argv: list[str], message: str,
+                                                     capsys: pytest.CaptureFixture[str]
+                                                     ) -> None:
+    from roofline.presentation.cli import main
+
+    assert main(["analyze", "mlp", "--device", "h100", *argv]) == 1
+    err = capsys.readouterr().err
+    assert message in err and "traced" not in err  # refused before any tracing
+
+
+def test_cli_json_names_the_device_and_links(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from roofline.presentation.cli import main
+
+    assert main(["--json", "analyze", "mlp", "--device", "h100", "--train", "--gpus", "4",
+                 "--batch-size", "16"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["device"] == "H100 SXM" and data["gpus_per_node"] == 4
+    assert data["links"]["intra_node"]["kind"] == "NVLink 4"
+    assert data["collectives"][0]["link"] == "NVLink 4"
+    assert data["one_gpu_seconds"] > 0

@@ -25,6 +25,7 @@ the compute stream waits, the part of the communication no compute hides.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -32,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from roofline._si import si
-from roofline.analysis.timing import Analysis, analyze
+from roofline.analysis.timing import COLLECTIVES_NOTE, Analysis, analyze
 from roofline.hardware import DeviceSpec, get_device
 from roofline.hardware.topology import (
     BASE_LATENCY_S,
@@ -163,6 +164,9 @@ class ParallelAnalysis:
     one_gpu_seconds: float | None = None
     one_gpu_batch: int | None = None
     assumptions: list[str] = field(default_factory=list)
+    #: the keywords ``parallel`` was called with beyond the trace and device (network,
+    #: analysis options), so that a re-costing at another GPU count keeps them
+    settings: dict[str, Any] = field(default_factory=dict)
 
     @property
     def nodes(self) -> int:
@@ -196,7 +200,8 @@ class ParallelAnalysis:
 
     def collectives(self) -> list[dict[str, Any]]:
         """One row per collective: index, kind, phase, module, bytes, group size, seconds,
-        algorithm, protocol, ``bus_bytes_per_s``, ``algorithm_bytes_per_s``, start, end."""
+        algorithm, protocol, link, ``bus_bytes_per_s``, ``algorithm_bytes_per_s``, start,
+        end."""
         rows = []
         for i, (op, cost) in enumerate(zip(self.trace.ops, self.costs, strict=True)):
             if cost is None or op.collective is None or op.collective.kind == "wait":
@@ -205,7 +210,8 @@ class ParallelAnalysis:
             rows.append({"index": i, "kind": c.kind, "phase": op.phase, "module": op.module,
                          "bytes": c.bytes, "group_size": c.group_size, "dtype": c.dtype,
                          "seconds": cost.seconds, "algorithm": cost.algorithm,
-                         "protocol": cost.protocol, "bus_bytes_per_s": cost.bus_bytes_per_s,
+                         "protocol": cost.protocol, "link": cost.link,
+                         "bus_bytes_per_s": cost.bus_bytes_per_s,
                          "algorithm_bytes_per_s": cost.algorithm_bytes_per_s,
                          "start": float(self.start[i]), "end": float(self.end[i])})
         return rows
@@ -281,6 +287,8 @@ def parallel(trace: Trace, device: str | DeviceSpec, *, nodes: int = 1,
     """
     if not isinstance(trace, Trace):
         raise TypeError(f"parallel() takes a Trace, got {type(trace).__name__}")
+    if gpus is not None and (isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1):
+        raise ValueError(f"gpus={gpus!r}: expected a whole number >= 1")
     spec = get_device(device)
     world = int(trace.meta.get("world_size", 0)) or _world_of(trace)
     kind = str(trace.meta.get("parallel", "traced"))
@@ -290,16 +298,18 @@ def parallel(trace: Trace, device: str | DeviceSpec, *, nodes: int = 1,
                      "compute alone; trace with parallel= and gpus= for a parallel step")
     if gpus is not None and gpus != world:
         if kind != "ddp":
-            raise ValueError(f"gpus={gpus}: a {kind} trace holds collectives of {world} "
-                             f"ranks whose sizes depend on the world size; trace it with "
-                             f"gpus={gpus}")
+            raise ValueError(f"gpus={gpus}: this {kind} trace holds the collectives of "
+                             f"{world} ranks, whose sizes depend on the world size; trace "
+                             f"it again with gpus={gpus}")
         trace = _resized(trace, world, gpus)
         notes.append(f"DDP trace of {world} ranks re-costed for {gpus}: the same buckets, "
                      "the same per-rank batch")
         world = gpus
     top = topology(spec, max(world, 1), nodes, nics=nics, nic_bits_per_s=nic_bits_per_s)
     notes += top.assumptions
-    a = analyze(trace, spec, **options)
+    with warnings.catch_warnings():  # its collectives are costed here, not there
+        warnings.filterwarnings("ignore", message=COLLECTIVES_NOTE)
+        a = analyze(trace, spec, **options)
     compute = a.op_seconds.copy()
     n = len(trace.ops)
     comm = np.zeros(n)
@@ -329,7 +339,9 @@ def parallel(trace: Trace, device: str | DeviceSpec, *, nodes: int = 1,
         one_gpu_seconds=_baseline(one_gpu, spec, options),
         one_gpu_batch=one_gpu_batch if one_gpu_batch is not None else (
             int(rank_batch) if rank_batch else None),
-        assumptions=list(dict.fromkeys(notes + a.assumptions)))
+        assumptions=list(dict.fromkeys(notes + [n for n in a.assumptions
+                                                if not n.startswith(COLLECTIVES_NOTE)])),
+        settings={"nics": nics, "nic_bits_per_s": nic_bits_per_s, **options})
 
 
 def _world_of(trace: Trace) -> int:
@@ -409,8 +421,12 @@ def scaling(model: Any, inputs: Sequence[Any], device: str | DeviceSpec, *,
     batch = _batch_of(inputs)
     points: dict[int, ParallelAnalysis] = {}
     ddp_trace: Trace | None = None
+    for n in gpus:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"scaling(gpus={tuple(gpus)!r}): GPU counts are whole numbers "
+                             f">= 1, got {n!r}")
     for n in sorted(set(gpus)):
-        if n <= 1:
+        if n == 1:
             continue
         nodes = -(-n // gpus_per_node)
         if parallel_kind == "ddp":

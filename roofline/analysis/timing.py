@@ -75,6 +75,8 @@ ADDITIVE: tuple[str, ...] = ("overhead",)
 BOUNDS = ROOFS
 #: The bound of an op that takes no time on any roof (views, allocations, empty tensors).
 FREE = "none"
+#: How the note on a trace's uncosted collectives begins (``roofline.parallel`` costs them).
+COLLECTIVES_NOTE = "collectives not costed"
 #: The speedup limits ``Comparison.speedup_limits`` reports: a roof made infinitely fast.
 LIMITS: dict[str, str] = {"compute": "infinite_flops", "memory": "infinite_bandwidth"}
 
@@ -350,6 +352,10 @@ def _engines(trace: Trace, spec: DeviceSpec, rates: Rates,
     for dtype, idx in on_curve.items():  # the measured rate of the shape replaces peak x fill
         rate[idx] = gemm.curve_rates([shapes[i] for i in idx], spec.matmul_curve[dtype]) \
             * rates.efficiency["matrix"]
+        measured_on, units = spec.matmul_curve_units, spec.compute_units
+        if measured_on and units and measured_on != units:  # a cores what-if of the chip
+            rate[idx] *= [gemm.fill(trace.ops[i], units) * units
+                          / (gemm.fill(trace.ops[i], measured_on) * measured_on) for i in idx]
     return engines, rate, fill
 
 
@@ -388,15 +394,24 @@ def analyze(trace: Trace, device: str | DeviceSpec, **options: Any) -> Analysis:
         bandwidth = np.array([rates.bandwidth_bytes_per_s(access_pattern(
             op.bytes_read, op.bytes_written)) for op in trace.ops]) if n else np.zeros(0)
     memory = nbytes / bandwidth
-    launch = (spec.launch_overhead_seconds if opts.overhead_model == "max"
-              else rates.kernel_overhead_seconds)
-    overhead = kernels * launch if opts.overhead else np.zeros(n)
+    overhead = np.zeros(n)
+    if opts.overhead:  # (only then is a measured overhead figure used, and listed)
+        overhead = kernels * (spec.launch_overhead_seconds if opts.overhead_model == "max"
+                              else rates.kernel_overhead_seconds)
     roofs = np.stack([compute, memory, overhead]) if n else np.zeros((len(ROOFS), 0))
     _drop_layout(trace, spec, opts, roofs, rates)
     device_seconds = float(_combine(roofs, opts.overhead_model).sum())
     host = opts.host_seconds
     if opts.host_fraction:
         host += opts.host_fraction / (1 - opts.host_fraction) * device_seconds
+    if comm := [op for op in trace.ops if op.collective is not None]:
+        note = (f"{COLLECTIVES_NOTE} here: {len(comm)} collectives "
+                f"({sum(op.collective.bytes for op in comm if op.collective) / 1e6:.4g} MB) of "
+                f"a {trace.meta.get('world_size', '?')}-GPU trace take no time in analyze, "
+                "compare and what_if; roofline.parallel(trace, device) costs them on the "
+                "interconnect")
+        rates.assumptions.append(note)
+        warnings.warn(note, RooflineWarning, stacklevel=2)
     if unrated.any():  # a gap in the device's peaks: in the result and said out loud
         gap = _unrated_note(trace, spec, flops, unrated)
         rates.assumptions.append(gap)
@@ -426,7 +441,8 @@ def _figure_notes(spec: DeviceSpec, rates: Rates) -> list[str]:
     if rates.figures is None:
         return [f"{spec.name}: datasheet peaks (peaks='datasheet')"]
     if not rates.used:
-        return []
+        return [f"{spec.name}: datasheet peaks and the registry's launch constant (no "
+                "measured figure for it or its class)"]
     parts = [f"{name} {fig}" for name, fig in rates.used.items()]
     return [f"{spec.name} at the rates it was measured to reach (peaks='achievable'; "
             "other rates at the datasheet's): " + "; ".join(parts)]

@@ -501,6 +501,12 @@ class DeviceSpec(BaseModel):
         description="Measured matmul FLOP/s on a grid of (m, n, k) shapes, per dtype "
         "(roofline.calibrate); used in place of peak x fill for matrix ops of that dtype.",
     )
+    matmul_curve_units: int | None = Field(
+        None, gt=0,
+        description="compute_units of the chip the matmul curve was measured on, where a "
+        "cores what-if changed compute_units since (None: compute_units); a shape then "
+        "gains only as its tiles fill the new count.",
+    )
     depthwise_flops_per_s: dict[str, MeasuredFlopsPerS] = Field(
         default_factory=dict,
         description="Measured FLOP/s of a 3x3 depthwise convolution forward, per dtype "
@@ -873,6 +879,8 @@ class DeviceSpec(BaseModel):
         cores_factor : float
             More or fewer SMs / CUs: scales every compute peak as ``flops_factor`` does, and
             ``compute_units`` (rounded to a whole number, at least 1); not DRAM bandwidth.
+            A calibrated spec's measured matmul curve keeps the units it was measured on
+            (``matmul_curve_units``): a shape gains as its tiles fill the new count.
 
         Achievable figures keep their share of the datasheet: measured FLOP/s scale with the
         compute peaks, measured bandwidths with the bandwidth; launch overhead and DRAM
@@ -901,8 +909,12 @@ class DeviceSpec(BaseModel):
             f"{cores:g}x cores" if cores != 1 else "",
         ]
         label = ", ".join(p for p in parts if p) or "1x"
-        data = _scaled_curves(self.model_dump(), dict.fromkeys(self.matmul_curve, compute),
-                              bandwidth)
+        # the curve scales with the clock and FLOP/s; with cores only as far as each shape's
+        # tiles fill the new chip, which the analysis works out from matmul_curve_units
+        data = _scaled_curves(self.model_dump(), dict.fromkeys(self.matmul_curve,
+                                                               flops * clock), bandwidth)
+        if cores != 1 and self.matmul_curve and self.compute_units is not None:
+            data["matmul_curve_units"] = self.matmul_curve_units or self.compute_units
         for table in ("matrix_flops_per_s", "matrix_sparse_flops_per_s", "vector_flops_per_s",
                       "depthwise_flops_per_s", "depthwise_backward_flops_per_s"):
             data[table] = {k: v * compute for k, v in data[table].items()}

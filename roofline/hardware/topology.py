@@ -67,6 +67,8 @@ LL_BANDWIDTH_SHARE = 0.5
 
 #: Network adapters per node and their line rate (DGX H100, see the module docstring).
 DEFAULT_NICS = 8
+#: GPUs an NVSwitch node joins (DGX H100: eight, the same reference architecture).
+DGX_GPUS_PER_NODE = 8
 DEFAULT_NIC_BITS_PER_S = 400e9
 
 
@@ -201,5 +203,10 @@ def topology(spec: DeviceSpec, gpus: int, nodes: int = 1, *, nics: int = DEFAULT
     per_node = gpus // nodes
     intra = intra_node_link(spec, max(per_node, 2))
     inter = network_link(nics, nic_bits_per_s) if nodes > 1 else None
-    notes = [intra.assumption] + ([inter.assumption] if inter else [])
+    shape = (f"{gpus} GPUs: {nodes} nodes of {per_node}" if nodes > 1
+             else f"{gpus} GPUs in one node")
+    if per_node > DGX_GPUS_PER_NODE:
+        shape += (f" (NVSwitch nodes such as the DGX hold {DGX_GPUS_PER_NODE}; nodes= "
+                  "spreads them)")
+    notes = [shape, intra.assumption] + ([inter.assumption] if inter else [])
     return Topology(spec.name, nodes, per_node, intra, inter, notes)

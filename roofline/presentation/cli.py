@@ -190,7 +190,16 @@ def _parallel_text(p: Any) -> str:
 
 
 def _parallel_dict(p: Any) -> dict[str, Any]:
-    return {"gpus": p.gpus, "nodes": p.nodes, "parallel": p.parallel, "seconds": p.seconds,
+    top = p.topology
+    links = {"intra_node": {"kind": top.intra.kind,
+                            "bus_bytes_per_s": top.intra.bus_bytes_per_s}}
+    if top.inter is not None:
+        links["inter_node"] = {"kind": top.inter.kind,
+                               "bus_bytes_per_s": top.inter.bus_bytes_per_s}
+    return {"device": p.device.name, "gpus": p.gpus, "nodes": p.nodes,
+            "gpus_per_node": top.gpus_per_node, "links": links,
+            "one_gpu_seconds": p.one_gpu_seconds, "one_gpu_batch": p.one_gpu_batch,
+            "parallel": p.parallel, "seconds": p.seconds,
             "samples_per_s": p.samples_per_s, "compute_seconds": p.compute_total_seconds,
             "communication_seconds": p.communication_seconds,
             "exposed_communication_seconds": p.exposed_communication_seconds,
@@ -204,12 +213,23 @@ def cmd_parallel(args: argparse.Namespace, device: Any) -> str:
     import copy
 
     from roofline.analysis import analyze, parallel
+    from roofline.hardware.topology import topology
     from roofline.presentation.plots import scaling_curve
 
+    args.parallel = args.parallel or "ddp"
     if args.gpus % args.nodes:
         raise ValueError(f"--gpus {args.gpus} does not spread evenly over --nodes {args.nodes}")
     if args.real:
         raise ValueError("a parallel trace runs on fake tensors: drop --real")
+    if not args.train:
+        raise ValueError("--gpus predicts a parallel training step: add --train")
+    if args.compare:
+        raise ValueError("--compare is for one GPU against another; with --gpus, run analyze "
+                         "once per device")
+    if args.html:
+        raise ValueError("--html shows one GPU's analysis; with --gpus use --plot (the "
+                         "scaling curve) or --json")
+    topology(device, args.gpus, args.nodes)  # a device with no links fails here, untraced
     one_args = copy.copy(args)
     one_args.gpus = 1
     one = _trace(one_args, device)
@@ -230,6 +250,9 @@ def cmd_analyze(args: argparse.Namespace) -> str:
     device = _device(args.device)
     if getattr(args, "gpus", 1) > 1:
         return cmd_parallel(args, device)
+    if getattr(args, "parallel", None) or getattr(args, "nodes", 1) > 1:
+        raise ValueError("--parallel and --nodes describe several GPUs: pass --gpus N with "
+                         "them")
     t = _trace(args, device)
     a = analyze(t, device, **_options(args))
     _require_finite(seconds=a.seconds)
@@ -467,7 +490,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "--batch-size is per GPU")
     p.add_argument("--nodes", type=_int_at_least(1), default=1,
                    help="nodes the GPUs are spread over (a DGX H100's network between them)")
-    p.add_argument("--parallel", choices=("ddp", "fsdp", "tp"), default="ddp",
+    p.add_argument("--parallel", choices=("ddp", "fsdp", "tp"), default=None,
                    help="how the GPUs share the step (with --gpus; default ddp)")
     p.set_defaults(func=cmd_analyze)
 

@@ -88,7 +88,7 @@ def run_step(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, An
 
 def trace(model_or_fn: Any, *args: Any, train: bool = False,
           loss_fn: Callable[[Any], torch.Tensor] | None = None,
-          optimizer: torch.optim.Optimizer | None = None, fake: bool = False,
+          optimizer: torch.optim.Optimizer | None = None, fake: bool | None = None,
           attention: AttentionMode = "fused", parallel: str | Parallel | None = None,
           gpus: int | None = None, **kwargs: Any) -> Trace:
     """Capture the ops of one step of ``model_or_fn(*args, **kwargs)``.
@@ -107,7 +107,8 @@ def trace(model_or_fn: Any, *args: Any, train: bool = False,
         mode: inside ``torch.no_grad()``/``torch.inference_mode()`` it is an error.
     loss_fn : maps the output to a scalar loss (``train=True`` only).
     optimizer : stepped after backward when ``train=True``.
-    fake : run on fake tensors (``FakeTensorMode``): nothing is allocated and the
+    fake : run on fake tensors (``FakeTensorMode``; default False, and always with
+        ``parallel=``, where ``fake=False`` is refused): nothing is allocated and the
         model, its gradients, buffers, attributes (tensors, and the contents of lists,
         dicts and sets) and the optimizer are left as they were, as are the plain
         objects the callable holds, whatever the callable (see
@@ -148,6 +149,11 @@ def trace(model_or_fn: Any, *args: Any, train: bool = False,
     work around the step (making fakes, the optimizer's fake warm-up step).
     """
     if parallel is not None:
+        if fake is False:
+            raise ValueError(
+                "parallel= traces on fake tensors in a fake process group (fake=True): one "
+                "process plays rank 0; a model you wrapped yourself is traced without "
+                "parallel=, inside its own process group")
         return parallel_step(_unwrap_compiled(model_or_fn), args, kwargs, parallel=parallel,
                              gpus=gpus, train=train, loss_fn=loss_fn, optimizer=optimizer,
                              attention=attention)
@@ -155,7 +161,7 @@ def trace(model_or_fn: Any, *args: Any, train: bool = False,
         raise ValueError("gpus= is the world size of a parallel trace: pass parallel='ddp', "
                          "'fsdp' or 'tp' with it")
     return traced_step(model_or_fn, args, kwargs, train=train, loss_fn=loss_fn,
-                       optimizer=optimizer, fake=fake, attention=attention)
+                       optimizer=optimizer, fake=bool(fake), attention=attention)
 
 
 def traced_step(model_or_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *,

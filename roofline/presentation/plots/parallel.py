@@ -29,9 +29,10 @@ def _points(s: Scaling | ParallelAnalysis) -> tuple[str, dict[int, float]]:
         else [s.gpus]
     for n in sorted({*counts, s.gpus}):  # a DDP trace is re-costed for each count
         per_node = s.topology.gpus_per_node
+        # the same network and analysis options as the analysis given
         p = s if n == s.gpus else parallel(
             s.trace, s.device, gpus=n, nodes=max(1, -(-n // per_node)) if n > per_node
-            else 1, one_gpu=s.one_gpu_seconds, one_gpu_batch=s.one_gpu_batch)
+            else 1, one_gpu=s.one_gpu_seconds, one_gpu_batch=s.one_gpu_batch, **s.settings)
         if (v := p.speedup_vs_one_gpu) is not None:
             speedups[n] = v
     return f"{s.device.name} ({s.parallel})", speedups
