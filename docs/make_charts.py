@@ -43,6 +43,16 @@ def gpt2_build(batch: int) -> roofline.Trace:
                               fake=True, attention="fused")
 
 
+def gpt2_parallel() -> roofline.ParallelAnalysis:
+    """The example of docs/howto/two-gpus.md: 8 RTX 4090s, DDP, 4 sequences a GPU."""
+    zm = get_model("gpt2", batch_size=4, device="meta")
+    opt = torch.optim.AdamW(zm.model.parameters())
+    inputs = [torch.cat([x] * 8) for x in zm.train_inputs]
+    t = roofline.trace(zm.model, *inputs, train=True, optimizer=opt, parallel="ddp", gpus=8)
+    one = roofline.trace(zm.model, *zm.train_inputs, train=True, optimizer=opt, fake=True)
+    return roofline.parallel(t, "rtx 4090", one_gpu=one)
+
+
 def save(ax: object, name: str) -> pathlib.Path:
     fig = ax.figure  # type: ignore[attr-defined]
     path = OUT / name
@@ -71,6 +81,8 @@ def main(only: list[str]) -> None:
         "memory_gpt2.png": lambda: roofline.plot.memory_timeline(t, device="rtx4090"),
         "batch_gpt2_rtx4090.png": lambda: roofline.plot.batch_curve(
             roofline.max_batch(gpt2_build, "rtx4090")),
+        "scaling_gpt2_rtx4090.png": lambda: roofline.plot.scaling_curve(gpt2_parallel()),
+        "timeline_gpt2_rtx4090.png": lambda: roofline.plot.stream_timeline(gpt2_parallel()),
     }
     unknown = sorted(set(only) - set(charts))
     if unknown:
