@@ -404,7 +404,8 @@ def main() -> None:
     parser.add_argument("--data", type=Path,
                         default=Path(os.environ.get("ROOFLINE_VALIDATION_CSV", DEFAULT)))
     parser.add_argument("--efficiency", type=float, default=None,
-                        help="one achievable fraction of peak for every device and roof")
+                        help="one fraction for every device and roof, applied to the "
+                             "rates of each variant (measured or datasheet)")
     parser.add_argument("--pairs", action="store_true", help="print every pair")
     parser.add_argument("--trace-cache", type=Path, default=None,
                         help="folder to keep the traces in between runs (JSON)")

@@ -28,8 +28,10 @@ class Options:
         cuBLAS ``CUBLAS_COMPUTE_16F``, which llama.cpp uses): on a device with a faster
         fp16-accumulate peak (GeForce), that peak.
     efficiency : float or dict, optional
-        Achievable fraction of peak: one float for every roof, or a dict with keys
-        ``matrix``, ``vector``, ``memory``. Overrides the device's own ``efficiency``.
+        A fraction in (0, 1] applied to the rates in use: one float for every roof, or a
+        dict with keys ``matrix``, ``vector``, ``memory``. Overrides the device's own
+        ``efficiency``. With ``peaks="achievable"`` it multiplies the measured rates; with
+        ``peaks="datasheet"`` it is a fraction of the datasheet peaks.
     host_seconds : float
         Time per step off the device (data loading, Python), fixed across devices.
     host_fraction : float, optional
