@@ -361,30 +361,33 @@ def _rebuilt_optimizer(optimizer: torch.optim.Optimizer | None,
     return type(optimizer)(params, **defaults)
 
 
-def check_not_wrapped(fn: Any) -> None:
-    """Refuse a model that is already DDP/FSDP-wrapped with ``parallel=``."""
+def _wrapper(fn: Any) -> str | None:
+    """The class name of the DDP or FSDP wrapper among the modules ``fn`` holds, if any."""
     from roofline.tracing.fake import modules_of
 
     for m in modules_of(fn, deep=False):
         kind = type(m).__name__
         if kind == "DistributedDataParallel" or kind.startswith("FSDP"):
-            raise ValueError(
-                f"{kind} is already wrapped: trace it as it is, without parallel= (in its "
-                "initialised process group, on real tensors), or pass the unwrapped model "
-                "with parallel=")
+            return kind
+    return None
+
+
+def check_not_wrapped(fn: Any) -> None:
+    """Refuse a model that is already DDP/FSDP-wrapped with ``parallel=``."""
+    if (kind := _wrapper(fn)) is not None:
+        raise ValueError(
+            f"{kind} is already wrapped: trace it as it is, without parallel= (in its "
+            "initialised process group, on real tensors), or pass the unwrapped model "
+            "with parallel=")
 
 
 def check_fake_wrapped(fn: Any) -> None:
     """A model the user wrapped holds its process group's real state: no fake trace."""
-    from roofline.tracing.fake import modules_of
-
-    for m in modules_of(fn, deep=False):
-        kind = type(m).__name__
-        if kind == "DistributedDataParallel" or kind.startswith("FSDP"):
-            raise FakeModeError(
-                f"fake=True cannot trace a model you wrapped in {kind}: its reducer and "
-                "shards belong to the real parameters. Trace it with fake=False, or pass "
-                "the unwrapped model with parallel='ddp'|'fsdp'|'tp' and gpus=N")
+    if (kind := _wrapper(fn)) is not None:
+        raise FakeModeError(
+            f"fake=True cannot trace a model you wrapped in {kind}: its reducer and "
+            "shards belong to the real parameters. Trace it with fake=False, or pass "
+            "the unwrapped model with parallel='ddp'|'fsdp'|'tp' and gpus=N")
 
 
 def parallel_step(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], *,
