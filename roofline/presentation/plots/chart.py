@@ -179,6 +179,7 @@ class Roof:
     bandwidth_bytes_per_s: float
     linestyle: str
     color: str
+    engine: Engine | None = None
 
     @property
     def ridge_point(self) -> float:
@@ -208,7 +209,7 @@ def roofs(spec: DeviceSpec, engines: list[Engine], linestyle: str = "-",
                 else spec.peak_flops_per_s(None, e))
         if peak:
             out.append(Roof(f"{tag}{e}: {si(peak, 'FLOP/s')}", peak, bandwidth,
-                            linestyle, color or _ENGINE_COLORS[e.kind]))
+                            linestyle, color or _ENGINE_COLORS[e.kind], e))
     return out
 
 
@@ -540,10 +541,9 @@ def _chart(ax: Axes, src: Analysis, dst: Analysis | None, df: Any, group_by: str
                                        else None)
     sheet_roofs = roofs(sheet, engines, ":", "datasheet ", "#8C8C8C") if sheet else []
     # a datasheet roof the analysis reached in full is the solid one already
-    ran = {r.label.split(": ")[0]: r.flops_per_s for r in main}
+    ran = {r.engine: r.flops_per_s for r in main}
     sheet_roofs = [r for r in sheet_roofs if not math.isclose(
-        ran.get(r.label.removeprefix("datasheet ").split(": ")[0], 0.0), r.flops_per_s,
-        rel_tol=5e-3)]
+        ran.get(r.engine, 0.0), r.flops_per_s, rel_tol=5e-3)]
     all_roofs = main + other + sheet_roofs
     ys_dst = df["dst_attained_flops_per_s"].to_numpy(float) if dst is not None else y
     d_on = on & (ys_dst > 0)
