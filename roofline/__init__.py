@@ -12,6 +12,7 @@ The layers only import downwards: capture (``tracing``) and ``hardware`` (siblin
 imports the other) -> ``analysis`` -> ``presentation``.
 """
 
+from roofline._errors import RooflineError, RooflineWarning
 from roofline.analysis import (
     Analysis,
     BatchComparison,
@@ -50,7 +51,6 @@ from roofline.tracing import (
     Capture,
     FakeModeError,
     OpRecord,
-    RooflineWarning,
     Trace,
     capture,
     register_formula,
@@ -77,6 +77,7 @@ __all__ = [
     "Parallel",
     "ParallelAnalysis",
     "Reasons",
+    "RooflineError",
     "RooflineWarning",
     "Scaling",
     "Trace",

@@ -6,12 +6,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from roofline._errors import MismatchError
 from roofline.analysis.timing import Analysis
 from roofline.tracing.measure import Measurement
-
-
-class MismatchError(ValueError):
-    """The measurement's ops are not the analysed trace's ops."""
 
 
 def check_same_ops(analysis: Analysis, measurement: Measurement) -> None:

@@ -34,6 +34,7 @@ import platformdirs
 import torch
 from torch.utils.benchmark import Timer
 
+from roofline._errors import CalibrationError, RooflineWarning
 from roofline.hardware.registry import AmbiguousDeviceError, UnknownDeviceError, get_device
 from roofline.hardware.spec import DeviceSpec, DeviceSpecError, validate_device
 from roofline.hardware.units import VECTOR_DTYPES, canonical_dtype, format_quantity
@@ -50,10 +51,6 @@ _FORMAT = 3  # bumped when a calibration measures more: older cached results are
 _NOISY_SPREAD = 0.10
 # Fields that describe the hardware rather than its speed, carried over from the base spec.
 _CARRIED = ("memory_bytes", "memory_type", "cache_bytes", "form_factor", "tdp_watts", "host_link")
-
-
-class CalibrationError(ValueError, RuntimeError):
-    """The device or dtype cannot be calibrated here; the message says what is missing."""
 
 
 @dataclass(frozen=True)
@@ -477,4 +474,4 @@ def _store(path: Path, spec: DeviceSpec) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(spec.model_dump_json(indent=2), encoding="utf-8")
     except OSError as exc:
-        warnings.warn(f"calibration result not cached: {exc}", RuntimeWarning, stacklevel=3)
+        warnings.warn(f"calibration result not cached: {exc}", RooflineWarning, stacklevel=3)

@@ -31,7 +31,13 @@ from typing import Any
 import platformdirs
 import yaml
 
-from roofline.hardware.spec import DeviceSpec, DeviceSpecError, validate_device
+from roofline._errors import (
+    AmbiguousDeviceError,
+    DeviceFileWarning,
+    DeviceSpecError,
+    UnknownDeviceError,
+)
+from roofline.hardware.spec import DeviceSpec, validate_device
 
 __all__ = [
     "DATA_DIR",
@@ -81,22 +87,6 @@ _CLOCK_WORD = re.compile(r"\d+(?:\.\d+)?[mg]hz")
 _CORES_WORD = re.compile(r"(\d+)core")
 # A memory-size word agrees with the device within 10%: "32GB" for a 32 GiB TPU v4.
 _MEMORY_SIZE_TOLERANCE = 0.10
-
-
-class UnknownDeviceError(LookupError):
-    """No device matches the name; the message lists the closest names."""
-
-
-class AmbiguousDeviceError(LookupError):
-    """Several devices match the name; the message lists the candidates."""
-
-    def __init__(self, message: str, candidates: list[str]) -> None:
-        super().__init__(message)
-        self.candidates = candidates
-
-
-class DeviceFileWarning(UserWarning):
-    """A user device file was skipped; the message names the file and the reason."""
 
 
 class _DuplicateKeyError(yaml.YAMLError):

@@ -27,6 +27,7 @@ from pydantic import (
     model_validator,
 )
 
+from roofline._errors import DeviceSpecError
 from roofline.hardware.curves import MatmulPoint, MemoryPoint, check_grid
 from roofline.hardware.engines import Engine, EngineKind
 from roofline.hardware.units import (
@@ -140,10 +141,6 @@ BANDWIDTH_PER_CAPACITY_FLOORS: dict[str, float] = {"HBM": 10.0, "GDDR": 6.0}
 #: range still applies).
 LAUNCH_OVERHEAD_BAND_SECONDS: tuple[float, float] = (1e-7, 1e-3)
 _MEMORY_TYPE = re.compile(r"(HBM|GDDR|LPDDR|DDR)\d?[A-Za-z]?")
-
-
-class DeviceSpecError(ValueError):
-    """A device description failed validation; the message names file, device and field."""
 
 
 def _parser(kind: str) -> BeforeValidator:

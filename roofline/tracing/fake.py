@@ -69,12 +69,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 from torch.utils._pytree import tree_flatten, tree_map
 
-from roofline.tracing.tracer import FakeModeError
-
-
-class NeedsValues(RuntimeError):
-    """A Python-level call (``.numpy()``) that needs a fake tensor's values."""
-
+from roofline._errors import FakeModeError, NeedsValues
 
 # Raised when a step needs real values: by fake tensors for ops, by _NoValues for numpy.
 DATA_DEPENDENT = (DataDependentOutputException, DynamicOutputShapeException, NeedsValues)

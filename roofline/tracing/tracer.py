@@ -25,6 +25,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.module_tracker import ModuleTracker
 
+from roofline._errors import FakeModeError, RooflineWarning
 from roofline.tracing import collectives as _collectives
 from roofline.tracing import formulas as _formulas  # noqa: F401  (registers the formulas)
 from roofline.tracing.ops import OpInfo, lookup, nbytes
@@ -40,14 +41,6 @@ from roofline.tracing.records import (
 
 _SKIPPED_NAMESPACES = {"prim", "profiler"}
 _DTENSOR_MODULE = "torch.distributed.tensor"
-
-
-class RooflineWarning(UserWarning):
-    """A capture or analysis gap the user should know about."""
-
-
-class FakeModeError(RuntimeError):
-    """The model cannot run on fake tensors (it depends on tensor values)."""
 
 
 class _Schema:

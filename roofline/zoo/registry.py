@@ -11,6 +11,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from roofline._errors import UnknownModelError
+
 from . import bert, gpt2, llama, mlp, mobilenet, resnet, transformer, vit
 
 Builder = Callable[[dict[str, Any]], tuple[nn.Module, tuple, tuple]]
@@ -43,13 +45,6 @@ class ZooModel:
     train_inputs: tuple
     description: str
     config: dict[str, Any] = field(default_factory=dict)
-
-
-class UnknownModelError(KeyError):
-    """Raised by :func:`get_model` for a name that is not in the zoo."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,86 @@
+"""Every error and warning roofline raises, under two bases (as httpx's ``_exceptions``).
+
+``except roofline.RooflineError`` catches every error the library raises on purpose, and
+``warnings.filterwarnings("ignore", category=roofline.RooflineWarning)`` silences every
+warning it gives, whichever layer gives it. Each class also derives from the built-in
+exception that describes it (``ValueError`` for bad input, ``LookupError`` for a name that
+resolves to nothing...), so code that catches those keeps working.
+
+It sits below the layers and imports nothing of roofline: the capture and the hardware
+registry, which may not import each other, both raise from here.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AmbiguousDeviceError",
+    "CalibrationError",
+    "DeviceFileWarning",
+    "DeviceSpecError",
+    "FakeModeError",
+    "MismatchError",
+    "NeedsValues",
+    "RooflineError",
+    "RooflineWarning",
+    "UnknownDeviceError",
+    "UnknownModelError",
+]
+
+
+class RooflineError(Exception):
+    """Base of every error roofline raises on purpose."""
+
+
+class RooflineWarning(UserWarning):
+    """A capture or analysis gap the user should know about (base of roofline's warnings)."""
+
+
+# --- capture -----------------------------------------------------------------------------
+
+class FakeModeError(RooflineError, RuntimeError):
+    """The model cannot run on fake tensors (it depends on tensor values)."""
+
+
+class NeedsValues(RooflineError, RuntimeError):
+    """A Python-level call (``.numpy()``) that needs a fake tensor's values."""
+
+
+# --- hardware ----------------------------------------------------------------------------
+
+class DeviceSpecError(RooflineError, ValueError):
+    """A device description failed validation; the message names file, device and field."""
+
+
+class UnknownDeviceError(RooflineError, LookupError):
+    """No device matches the name; the message lists the closest names."""
+
+
+class AmbiguousDeviceError(RooflineError, LookupError):
+    """Several devices match the name; the message lists the candidates."""
+
+    def __init__(self, message: str, candidates: list[str]) -> None:
+        super().__init__(message)
+        self.candidates = candidates
+
+
+class DeviceFileWarning(RooflineWarning):
+    """A user device file was skipped; the message names the file and the reason."""
+
+
+class CalibrationError(RooflineError, ValueError, RuntimeError):
+    """The device or dtype cannot be calibrated here; the message says what is missing."""
+
+
+# --- analysis ----------------------------------------------------------------------------
+
+class MismatchError(RooflineError, ValueError):
+    """The measurement's ops are not the analysed trace's ops."""
+
+
+# --- zoo ---------------------------------------------------------------------------------
+
+class UnknownModelError(RooflineError, KeyError):
+    """A name that is not in the model zoo; the message lists the closest names."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
