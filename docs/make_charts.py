@@ -30,7 +30,7 @@ def gpt2_trace() -> roofline.Trace:
     opt = torch.optim.AdamW(zm.model.parameters(), foreach=True)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         t = roofline.trace(zm.model, *zm.train_inputs, train=True, optimizer=opt, fake=True)
-    t.meta["model"] = "GPT-2 (8 x 1024 tokens, bf16 training step)"
+    t.info.model = "GPT-2 (8 x 1024 tokens, bf16 training step)"
     return t
 
 

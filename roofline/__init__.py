@@ -56,8 +56,8 @@ from roofline.tracing import (
     register_formula,
     trace,
 )
-from roofline.tracing.distributed import Parallel
 from roofline.tracing.measure import Measurement, measure
+from roofline.tracing.strategies import Parallel
 
 __version__ = "0.1.0"
 

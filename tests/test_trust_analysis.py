@@ -11,9 +11,9 @@ import torch
 from torch import nn
 
 import roofline
+from roofline import RooflineWarning
 from roofline.hardware.curves import MemoryPoint
 from roofline.tracing.records import OpRecord, Trace
-from roofline.tracing.tracer import RooflineWarning
 from roofline.zoo import get_model
 
 

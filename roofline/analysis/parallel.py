@@ -5,124 +5,43 @@
 
 * every compute op takes the time :func:`roofline.analyze` gives it, on the compute stream,
   in trace order;
-* every collective takes ``latency + S x factor / bus_bandwidth`` on a second stream, the
-  communication stream (one collective at a time, in trace order); the factor is
-  nccl-tests' (NVIDIA/nccl-tests@a0b82b2260cf5152b9f8c061bbf7eaf0ba096432
-  doc/PERFORMANCE.md): all-reduce ``2(n-1)/n``, all-gather, reduce-scatter and all-to-all
-  ``(n-1)/n``, broadcast and reduce ``1``. ``bus_bytes_per_s`` is the link's bus bandwidth
-  (:mod:`roofline.hardware.topology`); ``algorithm_bytes_per_s = bus / factor`` is the rate
-  ``S`` itself moves at. The latency and the algorithm (ring, or tree for all-reduce) and
-  protocol (LL or Simple) are NCCL's model (nccl@5067397 src/graph/tuning.cc): the fastest
-  of them is taken, as NCCL's tuner does;
+* every collective takes the time NCCL would take on the link
+  (:mod:`roofline.analysis.collectives`) on a second stream, the communication stream
+  (one collective at a time, in trace order);
 * a collective starts when the communication stream is free and the compute op before it
   in the trace has finished (its inputs are ready then); a compute op that reads a
   collective's output (by storage) waits for it to finish.
 
 The step is the critical path of the two streams; the *exposed* communication is the time
-the compute stream waits, the part of the communication no compute hides.
+the compute stream waits, the part of the communication no compute hides. What each
+strategy (DDP, FSDP, TP) does to the batch and the schedule is its
+:class:`~roofline.tracing.strategies.Strategy`.
 """
 
 from __future__ import annotations
 
-import math
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+import torch
 
 from roofline._si import si
-from roofline.analysis.timing import COLLECTIVES_NOTE, Analysis, analyze
+from roofline.analysis.collectives import CollectiveCost, collective_cost
+from roofline.analysis.options import Options
+from roofline.analysis.timing import Analysis, analyze, analyze_step
 from roofline.hardware import DeviceSpec, get_device
 from roofline.hardware.topology import (
-    BASE_LATENCY_S,
     DEFAULT_NIC_BITS_PER_S,
     DEFAULT_NICS,
-    HOP_LATENCY_S,
-    LL_BANDWIDTH_SHARE,
     Topology,
     topology,
 )
-from roofline.tracing.records import Collective, Trace
-
-#: nccl-tests' bus-bandwidth factor of each kind, as a function of the group size n.
-_RING_FACTOR = {
-    "all_reduce": lambda n: 2 * (n - 1) / n,
-    "all_gather": lambda n: (n - 1) / n, "reduce_scatter": lambda n: (n - 1) / n,
-    "all_to_all": lambda n: (n - 1) / n, "gather": lambda n: (n - 1) / n,
-    "scatter": lambda n: (n - 1) / n,
-    "broadcast": lambda n: 1.0, "reduce": lambda n: 1.0, "send": lambda n: 1.0,
-    "recv": lambda n: 1.0,
-}
-
-
-def bus_factor(kind: str, n: int) -> float:
-    """nccl-tests' factor: bus bytes = ``S x factor`` (0 for a barrier or a wait)."""
-    rule = _RING_FACTOR.get(kind)
-    return float(rule(n)) if rule is not None and n > 1 else 0.0
-
-
-def _ring_steps(kind: str, n: int) -> int:
-    """Latency steps of a ring (tuning.cc ``nsteps``)."""
-    if kind == "all_reduce":
-        return 2 * (n - 1)
-    if kind in ("all_gather", "reduce_scatter"):
-        return n - 1
-    return n
-
-
-@dataclass(frozen=True)
-class CollectiveCost:
-    """The time of one collective on a link, and how NCCL would run it."""
-
-    seconds: float
-    algorithm: str  # "ring" | "tree" | "none"
-    protocol: str  # "LL" | "Simple" | "none"
-    bus_bytes_per_s: float  # the link's bus bandwidth under that protocol
-    algorithm_bytes_per_s: float  # S / (seconds - latency): the rate S itself moves at
-    latency_seconds: float
-    link: str
-
-
-def collective_cost(c: Collective, top: Topology) -> CollectiveCost:
-    """Seconds of collective ``c`` on ``top``: the fastest of NCCL's ring and tree (tree:
-    all-reduce only) under the LL and Simple protocols."""
-    n = c.group_size
-    factor = bus_factor(c.kind, n)
-    if n <= 1 or factor == 0 or c.bytes == 0:
-        return CollectiveCost(0.0, "none", "none", 0.0, 0.0, 0.0, "")
-    link, nodes = top.link_for(n)
-    per_node = -(-n // nodes)
-    intra_class = top.intra.latency_class
-    best: CollectiveCost | None = None
-    for protocol in ("LL", "Simple"):
-        bus = link.bus_bytes_per_s * (LL_BANDWIDTH_SHARE if protocol == "LL" else 1.0)
-        options = [("ring", factor, _ring_latency(c.kind, n, nodes, intra_class, protocol))]
-        if c.kind == "all_reduce":  # tree: reduce up, broadcast down: 2 S over each link
-            options.append(("tree", 2.0, _tree_latency(per_node, nodes, intra_class,
-                                                       protocol)))
-        for algorithm, move, latency in options:
-            seconds = latency + c.bytes * move / bus
-            if best is None or seconds < best.seconds:
-                best = CollectiveCost(seconds, algorithm, protocol, bus, bus / move,
-                                      latency, link.kind)
-    assert best is not None
-    return best
-
-
-def _ring_latency(kind: str, n: int, nodes: int, intra: str, protocol: str) -> float:
-    steps = _ring_steps(kind, n)
-    inter_steps = 0 if nodes == 1 else (2 * (nodes - 1) if kind == "all_reduce" else nodes - 1)
-    return (BASE_LATENCY_S[("ring", protocol)]
-            + (steps - inter_steps) * HOP_LATENCY_S[(intra, "ring", protocol)]
-            + inter_steps * HOP_LATENCY_S[("network", "ring", protocol)])
-
-
-def _tree_latency(per_node: int, nodes: int, intra: str, protocol: str) -> float:
-    return BASE_LATENCY_S[("tree", protocol)] + 2 * (
-        (per_node - 1) * HOP_LATENCY_S[(intra, "tree", protocol)]
-        + math.log2(nodes) * HOP_LATENCY_S[("network", "tree", protocol)])
+from roofline.tracing.distributed import parallel_step
+from roofline.tracing.records import Trace
+from roofline.tracing.step import trace as trace_step
+from roofline.tracing.strategies import STRATEGIES, Strategy, as_parallel
 
 
 @dataclass
@@ -167,6 +86,11 @@ class ParallelAnalysis:
     #: the keywords ``parallel`` was called with beyond the trace and device (network,
     #: analysis options), so that a re-costing at another GPU count keeps them
     settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def strategy(self) -> Strategy | None:
+        """The parallel strategy of the trace (None for a model you wrapped yourself)."""
+        return STRATEGIES.get(self.parallel)
 
     @property
     def nodes(self) -> int:
@@ -290,58 +214,73 @@ def parallel(trace: Trace, device: str | DeviceSpec, *, nodes: int = 1,
     if gpus is not None and (isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1):
         raise ValueError(f"gpus={gpus!r}: expected a whole number >= 1")
     spec = get_device(device)
-    world = int(trace.meta.get("world_size", 0)) or _world_of(trace)
-    kind = str(trace.meta.get("parallel", "traced"))
+    trace, world, notes = _world(trace, gpus)
+    top = topology(spec, max(world, 1), nodes, nics=nics, nic_bits_per_s=nic_bits_per_s)
+    notes += top.assumptions
+    a = analyze_step(trace, spec, Options(**options), collectives_costed=True)
+    compute, comm, costs = _streams(trace, a, top)
+    start, end = _schedule(trace, compute, comm)
+    device_seconds = float(end.max()) if len(trace.ops) else 0.0
+    busy = float(compute.sum())
+    strategy = STRATEGIES.get(trace.info.parallel or "")
+    if strategy is not None and strategy.schedule_note:
+        notes.append(strategy.schedule_note)
+    rank_batch = trace.info.rank_batch
+    return ParallelAnalysis(
+        trace=trace, device=spec, topology=top, analysis=a,
+        parallel=trace.info.parallel or "traced", gpus=max(world, 1),
+        batch=_global_batch(trace, strategy, world), costs=costs, compute_seconds=compute,
+        comm_seconds=comm, start=start, end=end, seconds=device_seconds + a.host_seconds,
+        compute_total_seconds=busy, communication_seconds=float(comm.sum()),
+        exposed_communication_seconds=max(device_seconds - busy, 0.0),
+        one_gpu_seconds=_baseline(one_gpu, spec, options),
+        one_gpu_batch=one_gpu_batch if one_gpu_batch is not None else (rank_batch or None),
+        assumptions=list(dict.fromkeys(notes + a.assumptions)),
+        settings={"nics": nics, "nic_bits_per_s": nic_bits_per_s, **options})
+
+
+def _world(trace: Trace, gpus: int | None) -> tuple[Trace, int, list[str]]:
+    """The trace to cost (re-sized for ``gpus`` where its strategy allows), its world size
+    and what was assumed about it."""
+    world = trace.info.world_size or _world_of(trace)
     notes: list[str] = []
     if world <= 1 and not any(op.collective is not None for op in trace.ops):
         notes.append("the trace has no collectives (a single-GPU trace): the step is its "
                      "compute alone; trace with parallel= and gpus= for a parallel step")
-    if gpus is not None and gpus != world:
-        if kind != "ddp":
-            raise ValueError(f"gpus={gpus}: this {kind} trace holds the collectives of "
-                             f"{world} ranks, whose sizes depend on the world size; trace "
-                             f"it again with gpus={gpus}")
-        trace = _resized(trace, world, gpus)
-        notes.append(f"DDP trace of {world} ranks re-costed for {gpus}: the same buckets, "
-                     "the same per-rank batch")
-        world = gpus
-    top = topology(spec, max(world, 1), nodes, nics=nics, nic_bits_per_s=nic_bits_per_s)
-    notes += top.assumptions
-    with warnings.catch_warnings():  # its collectives are costed here, not there
-        warnings.filterwarnings("ignore", message=COLLECTIVES_NOTE)
-        a = analyze(trace, spec, **options)
+    if gpus is None or gpus == world:
+        return trace, world, notes
+    strategy = STRATEGIES.get(trace.info.parallel or "")
+    if strategy is None or not strategy.recostable:
+        kind = trace.info.parallel or "traced"
+        raise ValueError(f"gpus={gpus}: this {kind} trace holds the collectives of "
+                         f"{world} ranks, whose sizes depend on the world size; trace "
+                         f"it again with gpus={gpus}")
+    notes.append(f"{strategy.name.upper()} trace of {world} ranks re-costed for {gpus}: the "
+                 "same buckets, the same per-rank batch")
+    return _resized(trace, world, gpus), gpus, notes
+
+
+def _streams(trace: Trace, a: Analysis, top: Topology,
+             ) -> tuple[np.ndarray, np.ndarray, list[CollectiveCost | None]]:
+    """Each op's seconds on the compute stream and on the communication stream."""
     compute = a.op_seconds.copy()
-    n = len(trace.ops)
-    comm = np.zeros(n)
-    costs: list[CollectiveCost | None] = [None] * n
+    comm = np.zeros(len(trace.ops))
+    costs: list[CollectiveCost | None] = [None] * len(trace.ops)
     for i, op in enumerate(trace.ops):
         if op.collective is not None:
-            compute[i] = 0.0
-            costs[i] = collective_cost(op.collective, top)
-            comm[i] = costs[i].seconds  # type: ignore[union-attr]
-    start, end = _schedule(trace, compute, comm)
-    device_seconds = float(end.max()) if n else 0.0
-    busy = float(compute.sum())
-    host = a.host_seconds
-    rank_batch = trace.meta.get("rank_batch")
-    batch = trace.meta.get("batch")
-    if batch is not None and world and kind in ("ddp", "fsdp") and rank_batch:
-        batch = int(rank_batch) * world
-    if kind == "fsdp":
-        notes.append("FSDP all-gathers start after the compute op before them in the trace "
-                     "(no CPU run-ahead): forward all-gathers not prefetched are exposed")
-    return ParallelAnalysis(
-        trace=trace, device=spec, topology=top, analysis=a, parallel=kind, gpus=max(world, 1),
-        batch=int(batch) if batch else None, costs=costs, compute_seconds=compute,
-        comm_seconds=comm, start=start, end=end, seconds=device_seconds + host,
-        compute_total_seconds=busy, communication_seconds=float(comm.sum()),
-        exposed_communication_seconds=max(device_seconds - busy, 0.0),
-        one_gpu_seconds=_baseline(one_gpu, spec, options),
-        one_gpu_batch=one_gpu_batch if one_gpu_batch is not None else (
-            int(rank_batch) if rank_batch else None),
-        assumptions=list(dict.fromkeys(notes + [n for n in a.assumptions
-                                                if not n.startswith(COLLECTIVES_NOTE)])),
-        settings={"nics": nics, "nic_bits_per_s": nic_bits_per_s, **options})
+            cost = collective_cost(op.collective, top)
+            compute[i], comm[i], costs[i] = 0.0, cost.seconds, cost
+    return compute, comm, costs
+
+
+def _global_batch(trace: Trace, strategy: Strategy | None, world: int) -> int | None:
+    """Samples per step over all ranks: the per-rank batch times the world for data
+    parallelism (a re-costed trace keeps its per-rank batch), else the traced batch."""
+    batch, rank_batch = trace.info.batch, trace.info.rank_batch
+    if batch is not None and world and strategy is not None and strategy.splits_batch \
+            and rank_batch:
+        batch = rank_batch * world
+    return int(batch) if batch else None
 
 
 def _world_of(trace: Trace) -> int:
@@ -353,7 +292,8 @@ def _resized(trace: Trace, old: int, new: int) -> Trace:
     ops = [replace(op, collective=replace(op.collective, group_size=new))
            if op.collective is not None and op.collective.group_size == old else op
            for op in trace.ops]
-    return Trace(ops, {**trace.meta, "world_size": new}, trace.storages)
+    return Trace(ops, dict(trace.meta), trace.storages,
+                 replace(trace.info, world_size=new, buckets=list(trace.info.buckets)))
 
 
 def _schedule(trace: Trace, compute: np.ndarray, comm: np.ndarray,
@@ -411,42 +351,30 @@ def scaling(model: Any, inputs: Sequence[Any], device: str | DeviceSpec, *,
     ``inputs`` are one GPU's inputs; ``gpus_per_node`` sets how counts beyond one node
     spread over nodes.
     """
-    from roofline.tracing import trace as trace_step
-    from roofline.tracing.distributed import parallel_step
-
     spec = get_device(device)
+    strategy = as_parallel(parallel_kind).strategy
+    for n in gpus:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"scaling(gpus={tuple(gpus)!r}): GPU counts are whole numbers "
+                             f">= 1, got {n!r}")
     one = trace_step(model, *inputs, train=True, fake=True, optimizer=optimizer,
                      loss_fn=loss_fn)
     t1 = analyze(one, spec, **options).seconds
     batch = _batch_of(inputs)
     points: dict[int, ParallelAnalysis] = {}
-    ddp_trace: Trace | None = None
-    for n in gpus:
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"scaling(gpus={tuple(gpus)!r}): GPU counts are whole numbers "
-                             f">= 1, got {n!r}")
-    for n in sorted(set(gpus)):
-        if n == 1:
-            continue
-        nodes = -(-n // gpus_per_node)
-        if parallel_kind == "ddp":
-            if ddp_trace is None:
-                ddp_trace = parallel_step(model, tuple(inputs), {}, parallel="ddp", gpus=2,
-                                          train=True, loss_fn=loss_fn, optimizer=optimizer,
-                                          rank_inputs=True)
-            t = ddp_trace
-        else:
-            t = parallel_step(model, tuple(inputs), {}, parallel=parallel_kind, gpus=n,
-                              train=True, loss_fn=loss_fn, optimizer=optimizer,
-                              rank_inputs=True)
-        points[n] = parallel(t, spec, nodes=nodes, gpus=n, one_gpu=t1, one_gpu_batch=batch,
-                             **options)
-    return Scaling(spec.name, parallel_kind, t1, batch, points)
+    traced: dict[int, Trace] = {}  # a re-costable strategy's one trace serves every count
+    for n in sorted(set(gpus) - {1}):
+        at = 2 if strategy.recostable else n
+        if at not in traced:
+            traced[at] = parallel_step(model, tuple(inputs), {}, parallel=strategy.name,
+                                       gpus=at, train=True, loss_fn=loss_fn,
+                                       optimizer=optimizer, rank_inputs=True)
+        points[n] = parallel(traced[at], spec, nodes=-(-n // gpus_per_node), gpus=n,
+                             one_gpu=t1, one_gpu_batch=batch, **options)
+    return Scaling(spec.name, strategy.name, t1, batch, points)
 
 
 def _batch_of(inputs: Sequence[Any]) -> int:
-    import torch
-
     for x in inputs:
         if isinstance(x, torch.Tensor) and x.dim() > 0:
             return int(x.shape[0])

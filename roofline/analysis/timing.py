@@ -42,9 +42,10 @@ GPUs (``layout_transposes=False`` drops them).
 Time spent off the device (data loading, host work) is added as ``host_seconds`` and
 stays fixed when the device changes (Amdahl's law).
 
-A new roof (communication over a link, say) is one entry in :data:`ROOFS` and one row
-of seconds computed in :func:`analyze`; everything else (bounds, what-ifs, breakdowns,
-runtime rescaling) loops over the roofs.
+A new roof (an L2 cache, say) is one entry in :data:`ROOFS` and one row of seconds
+computed in :func:`analyze_step`; everything else (bounds, what-ifs, breakdowns, runtime
+rescaling) loops over the roofs. Communication between GPUs is not a roof: it runs on a
+second stream beside the compute (:mod:`roofline.analysis.parallel`).
 """
 
 from __future__ import annotations
@@ -64,8 +65,8 @@ from roofline.hardware import DeviceSpec, get_device
 from roofline.hardware.achievable import Figure
 from roofline.hardware.curves import interpolate_memory
 from roofline.hardware.engines import Engine
+from roofline.tracing.capture import RooflineWarning
 from roofline.tracing.records import MATRIX_CATEGORIES, Category, OpRecord, Trace
-from roofline.tracing.tracer import RooflineWarning
 
 #: The roofs, in the order of :attr:`Analysis.roof_seconds`'s rows; also the bound names.
 ROOFS: tuple[str, ...] = ("compute", "memory", "overhead")
@@ -75,8 +76,6 @@ ADDITIVE: tuple[str, ...] = ("overhead",)
 BOUNDS = ROOFS
 #: The bound of an op that takes no time on any roof (views, allocations, empty tensors).
 FREE = "none"
-#: How the note on a trace's uncosted collectives begins (``roofline.parallel`` costs them).
-COLLECTIVES_NOTE = "collectives not costed"
 #: The speedup limits ``Comparison.speedup_limits`` reports: a roof made infinitely fast.
 LIMITS: dict[str, str] = {"compute": "infinite_flops", "memory": "infinite_bandwidth"}
 
@@ -377,8 +376,16 @@ def analyze(trace: Trace, device: str | DeviceSpec, **options: Any) -> Analysis:
         raise TypeError(f"analyze() takes a Trace (from roofline.trace or roofline.capture), "
                         f"got {type(trace).__name__}; trace the model first: "
                         "t = roofline.trace(model, *inputs)")
-    spec = get_device(device)
-    opts = Options(**options)
+    return analyze_step(trace, get_device(device), Options(**options))
+
+
+def analyze_step(trace: Trace, spec: DeviceSpec, opts: Options, *,
+                 collectives_costed: bool = False) -> Analysis:
+    """:func:`analyze` of a checked trace, device and options.
+
+    ``collectives_costed``: the caller costs the trace's collectives itself
+    (:func:`roofline.parallel`), so the analysis neither warns nor notes that it does not.
+    """
     rates = Rates(spec, opts)
     n = len(trace.ops)
     flops, nbytes = _column(trace, "flops"), _column(trace, "bytes")
@@ -404,18 +411,12 @@ def analyze(trace: Trace, device: str | DeviceSpec, **options: Any) -> Analysis:
     host = opts.host_seconds
     if opts.host_fraction:
         host += opts.host_fraction / (1 - opts.host_fraction) * device_seconds
-    if comm := [op for op in trace.ops if op.collective is not None]:
-        note = (f"{COLLECTIVES_NOTE} here: {len(comm)} collectives "
-                f"({sum(op.collective.bytes for op in comm if op.collective) / 1e6:.4g} MB) of "
-                f"a {trace.meta.get('world_size', '?')}-GPU trace take no time in analyze, "
-                "compare and what_if; roofline.parallel(trace, device) costs them on the "
-                "interconnect")
-        rates.assumptions.append(note)
-        warnings.warn(note, RooflineWarning, stacklevel=2)
+    gaps = [] if collectives_costed else _collectives_note(trace)
     if unrated.any():  # a gap in the device's peaks: in the result and said out loud
-        gap = _unrated_note(trace, spec, flops, unrated)
+        gaps.append(_unrated_note(trace, spec, flops, unrated))
+    for gap in gaps:
         rates.assumptions.append(gap)
-        warnings.warn(gap, RooflineWarning, stacklevel=2)
+        warnings.warn(gap, RooflineWarning, stacklevel=3)
     rates.assumptions.extend(_trace_notes(trace, nbytes))
     rates.assumptions.extend(_figure_notes(spec, rates))
     return Analysis(trace, spec, opts, engines, rate, fill, bandwidth, roofs, host,
@@ -448,6 +449,19 @@ def _figure_notes(spec: DeviceSpec, rates: Rates) -> list[str]:
             "other rates at the datasheet's): " + "; ".join(parts)]
 
 
+def _collectives_note(trace: Trace) -> list[str]:
+    """The note on a parallel trace's collectives, which a single-device analysis leaves
+    uncosted (empty for a trace with none)."""
+    comm = [op.collective for op in trace.ops if op.collective is not None]
+    if not comm:
+        return []
+    world = trace.info.world_size or "?"
+    return [f"collectives not costed here: {len(comm)} collectives "
+            f"({sum(c.bytes for c in comm) / 1e6:.4g} MB) of a {world}-GPU trace take no "
+            "time in analyze, compare and what_if; roofline.parallel(trace, device) costs "
+            "them on the interconnect"]
+
+
 def _unrated_note(trace: Trace, spec: DeviceSpec, flops: np.ndarray,
                   unrated: np.ndarray) -> str:
     dtypes = sorted({trace.ops[i].dtype or "?" for i in np.flatnonzero(unrated)})
@@ -464,17 +478,18 @@ def _trace_notes(trace: Trace, nbytes: np.ndarray) -> list[str]:
         share = nbytes[uncounted].sum() / max(nbytes.sum(), 1)
         notes.append(f"{sum(uncounted)} op calls have no FLOP formula ({share:.1%} of bytes): "
                      "costed by their bytes and launch overhead only")
-    if calls := trace.meta.get("attention_calls"):
+    info = trace.info
+    if calls := info.attention_calls:
         notes.append(
             f"attention calls with dropout ({calls}) were traced as one fused kernel each, "
             "as CUDA runs them; a CPU runs them unfused in fp32 (trace(..., "
-            "attention='as-run') for a CPU prediction)" if trace.meta.get("attention") ==
-            "fused" else f"attention calls ({calls}) were traced as explicit matmul, softmax "
+            "attention='as-run') for a CPU prediction)" if info.attention == "fused"
+            else f"attention calls ({calls}) were traced as explicit matmul, softmax "
             "and dropout (attention='eager')")
-    if dropouts := trace.meta.get("fused_dropout_calls"):
+    if dropouts := info.fused_dropout_calls:
         notes.append(f"dropout calls ({dropouts}) were traced as CUDA runs them: one fused "
                      "native_dropout kernel each, keeping a 1-byte mask for backward")
-    if unfused := trace.meta.get("attention_unfused"):
+    if unfused := info.attention_unfused:
         notes.append(
             f"attention calls with dropout ({unfused}) are in the trace as the CPU ran them, "
             "unfused in fp32 (a real-tensor trace, or grouped-query / masked-causal calls); "

@@ -112,7 +112,8 @@ def _trace(args: argparse.Namespace, device: Any) -> Any:
         except FakeModeError as e:  # its advice names the API's fake=False
             raise FakeModeError(f"{e} On the command line: --real.") from e
     _progress(args, f"traced {len(t.ops)} ops in {time.perf_counter() - start:.1f} s")
-    t.meta.update(model=zm.name, dtype=args.dtype, **{k: v for k, v in zm.config.items()
+    t.info.model = zm.name
+    t.meta.update(dtype=args.dtype, **{k: v for k, v in zm.config.items()
                                                       if isinstance(v, (int, float, str))})
     return t
 
@@ -236,7 +237,7 @@ def cmd_parallel(args: argparse.Namespace, device: Any) -> str:
     t1 = analyze(one, device, **_options(args)).seconds
     t = _trace(args, device)
     p = parallel(t, device, nodes=args.nodes, one_gpu=t1,
-                 one_gpu_batch=int(t.meta.get("rank_batch") or 0) or None, **_options(args))
+                 one_gpu_batch=t.info.rank_batch or None, **_options(args))
     _require_finite(seconds=p.seconds)
     _outputs(args, p, lambda: scaling_curve(p))
     return _json(_parallel_dict(p)) if args.json else _parallel_text(p)

@@ -113,8 +113,8 @@ def _parallel(p: ParallelAnalysis, assumptions: bool) -> str:
     else:
         name, top = kinds[0]
         words = KIND_WORDS.get(name, name)
-        if p.parallel == "ddp" and name == "all_reduce":
-            words = "gradient all-reduce"
+        if p.strategy is not None and p.strategy.gradient_collective == name:
+            words = f"gradient {words}"
         why = (f"{p.exposed_share:.0%} of the step waits for communication (the {words}: "
                f"{int(top['count'])} calls, {si(top['bytes'], 'B')}; "
                f"{si(p.hidden_communication_seconds, 's')} of "
@@ -131,8 +131,8 @@ def _parallel(p: ParallelAnalysis, assumptions: bool) -> str:
 def _wrapper_share(p: ParallelAnalysis) -> float:
     """Share of the step the compute stream spends beyond the one-GPU step of the same
     per-GPU batch (data parallelism only; 0 when not comparable)."""
-    rank_batch = p.trace.meta.get("rank_batch")
-    if (p.one_gpu_seconds is None or p.parallel not in ("ddp", "fsdp") or not p.seconds
-            or rank_batch != p.one_gpu_batch):
+    splits_batch = p.strategy is not None and p.strategy.splits_batch
+    if (p.one_gpu_seconds is None or not splits_batch or not p.seconds
+            or p.trace.info.rank_batch != p.one_gpu_batch):
         return 0.0
     return max(p.compute_total_seconds - p.one_gpu_seconds, 0.0) / p.seconds

@@ -75,7 +75,7 @@ def page(analysis_or_comparison: Analysis | Comparison, top: int = 15,
     options = dict(a.options.__dict__)
     # the explanation: of the comparison, or of the seed question on this device
     said = explain(c if c is not None else what_if(a.trace, a.device, **options))
-    model = str(a.trace.meta.get("model") or "step")
+    model = a.trace.info.model or "step"
     title = title or (f"roofline: {model} on {a.device.name}" if c is None else
                       f"roofline: {model}, {c.src.device.name} -> {c.dst.device.name}")
     charts = [_img(plots.roofline_chart(analysis_or_comparison).figure, "roofline chart")]

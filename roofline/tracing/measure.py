@@ -3,7 +3,7 @@
 Per-op times come from ``torch.profiler`` (CPU op time on the CPU, kernel time on a
 GPU): the step is traced under the profiler with each op's execution wrapped in a
 ``record_function`` range named after its index in the trace, so every time lands
-on exactly its op record (the tracer's own bookkeeping falls outside the ranges).
+on exactly its op record (the capture's own bookkeeping falls outside the ranges).
 The step time is measured separately, untraced.
 """
 
@@ -19,7 +19,8 @@ import numpy as np
 import torch
 
 from roofline.tracing.records import Trace
-from roofline.tracing.step import run_step, traced_step
+from roofline.tracing.run import run_step
+from roofline.tracing.step import traced_step
 
 
 @dataclass

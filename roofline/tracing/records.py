@@ -12,11 +12,12 @@ import json
 import math
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from enum import Enum
 from typing import Any
 
 from roofline._si import si
+from roofline.tracing.info import CaptureInfo
 
 PHASES = ("forward", "backward", "optimizer")
 
@@ -286,15 +287,19 @@ class Trace:
     Attributes
     ----------
     ops : the op records, in execution order.
-    meta : free-form facts about the capture (model, train, fake, torch version...).
+    meta : the user's own tags (``roofline.capture(meta=...)``), free-form.
     storages : storage id (as in ``OpRecord.input_ids`` and ``output_ids``) -> :class:`Storage`,
         for memory analyses; empty for traces saved before it existed, and for
         traces made by :meth:`filter` (their op indices no longer match).
+    info : what the capture knows about itself (model, train, fake, torch version, how
+        attention and dropout were recorded, the parallel strategy and world), a
+        :class:`~roofline.tracing.info.CaptureInfo`.
     """
 
     ops: list[OpRecord] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
     storages: dict[int, Storage] = field(default_factory=dict)
+    info: CaptureInfo = field(default_factory=CaptureInfo)
 
     def __len__(self) -> int:
         return len(self.ops)
@@ -346,7 +351,8 @@ class Trace:
 
     def filter(self, predicate: Callable[[OpRecord], bool]) -> Trace:
         """A new trace with the ops for which ``predicate`` is true."""
-        return Trace([op for op in self.ops if predicate(op)], dict(self.meta))
+        return Trace([op for op in self.ops if predicate(op)], dict(self.meta),
+                     info=replace(self.info, buckets=list(self.info.buckets)))
 
     def to_dataframe(self) -> Any:
         """The ops as a pandas DataFrame, one row per op (needs ``pandas``)."""
@@ -364,7 +370,8 @@ class Trace:
         if not any(op.collective is not None for op in self.ops):
             names.remove("collective")  # absent, so older readers see the document they knew
         rows = [[_plain(getattr(op, n)) for n in names] for op in self.ops]
-        doc: dict[str, Any] = {"version": 1, "meta": self.meta, "fields": names, "ops": rows}
+        doc: dict[str, Any] = {"version": 2, "info": self.info.to_dict(), "meta": self.meta,
+                               "fields": names, "ops": rows}
         if self.storages:  # absent, not empty, so older readers see the document they knew
             doc["storage_fields"] = ["id", *_STORAGE_FIELDS]
             doc["storages"] = [[sid, *(getattr(s, n) for n in _STORAGE_FIELDS)]
@@ -384,8 +391,9 @@ class Trace:
         data = json.loads(text)
         if not isinstance(data, dict):
             raise ValueError(f"trace JSON must be an object, got {type(data).__name__}")
-        if data.get("version") != 1:
-            raise ValueError(f"unsupported trace JSON version {data.get('version')!r}")
+        version = data.get("version")
+        if version not in (1, 2) or isinstance(version, bool):
+            raise ValueError(f"unsupported trace JSON version {version!r}")
         names, rows = data.get("fields"), data.get("ops")
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise ValueError("trace JSON: 'fields' must be a list of field names")
@@ -396,7 +404,11 @@ class Trace:
             raise ValueError("trace JSON: 'meta' must be an object")
         _check_field_names(names)
         ops = [_op_from_row(i, names, row) for i, row in enumerate(rows)]
-        return cls(ops, meta, _storages_from(data, len(ops)))
+        if version == 1:  # the capture's facts were free-form meta keys then
+            info, meta = CaptureInfo.from_meta(meta)
+        else:
+            info = CaptureInfo.from_dict(data.get("info", {}))
+        return cls(ops, meta, _storages_from(data, len(ops)), info)
 
     def __repr__(self) -> str:
         phases = Counter(op.phase for op in self.ops)
@@ -490,7 +502,7 @@ def _shapes(value: Any) -> tuple[Shape, ...]:
     return tuple(_ids(shape) for shape in value)
 
 
-# How each OpRecord field is checked (and converted) when a trace is loaded; the tracer
+# How each OpRecord field is checked (and converted) when a trace is loaded; the capture
 # builds records unchecked, to stay fast.
 _FIELD_CHECKS: dict[str, Callable[[Any], Any]] = {
     "name": _text, "category": _category, "phase": _phase, "module": _text, "dtype": _text,

@@ -4,86 +4,25 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from roofline._errors import FakeModeError, RooflineWarning
 from roofline.tracing.attention import AttentionAs, AttentionMode
-from roofline.tracing.distributed import Parallel, check_fake_wrapped, parallel_step
+from roofline.tracing.capture import Capture
+from roofline.tracing.distributed import check_fake_wrapped, parallel_step
 from roofline.tracing.fake import DATA_DEPENDENT, fake_step, modules_of
 from roofline.tracing.records import Trace
-from roofline.tracing.tracer import Capture, FakeModeError, RooflineWarning
-
-
-def _unwrap_compiled(fn: Any) -> Any:
-    """A ``torch.compile``d module or function runs its original eager code."""
-    orig = getattr(fn, "_orig_mod", None) or getattr(fn, "_torchdynamo_orig_callable", None)
-    if orig is None:
-        return fn
-    warnings.warn(
-        "roofline traces torch.compile'd code eagerly: the counts are those of the eager "
-        "ATen ops (fusion by the compiler changes bytes, not FLOPs).",
-        RooflineWarning, stacklevel=3)
-    return orig
-
-
-def _loss(out: Any, loss_fn: Callable[[Any], torch.Tensor] | None) -> torch.Tensor:
-    loss = loss_fn(out) if loss_fn is not None else out
-    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
-        what = (f"a tensor of shape {tuple(loss.shape)}" if isinstance(loss, torch.Tensor)
-                else type(loss).__name__)
-        where = "loss_fn returned" if loss_fn is not None else "the model returned"
-        raise ValueError(
-            f"train=True needs a scalar loss, but {where} {what}; pass "
-            "loss_fn=lambda out: ... that reduces the output to a scalar.")
-    return loss
-
-
-def _check_grad_mode(train: bool) -> None:
-    if not train or torch.is_grad_enabled():
-        return
-    where = ("torch.inference_mode()" if torch.is_inference_mode_enabled()
-             else "torch.no_grad() (or set_grad_enabled(False))")
-    # not switched back on here: under inference_mode the inputs are inference tensors,
-    # which backward cannot save, and a silent switch would hide the user's own setting
-    raise RuntimeError(
-        f"train=True needs autograd, but gradients are disabled: the trace runs inside "
-        f"{where}. Call roofline.trace outside it, or wrap the call in torch.enable_grad().")
-
-
-@contextlib.contextmanager
-def _training_mode(fn: Any, train: bool) -> Iterator[None]:
-    """``train()``/``eval()`` the module behind ``fn`` for one step; restore every flag.
-
-    Only the module itself, a bound method's module and a partial of either: modules
-    that a function merely closes over (a frozen teacher) keep the mode the user set.
-    """
-    roots = modules_of(fn, deep=False)
-    flags = [(m, m.training) for root in roots for m in root.modules()]
-    try:
-        for root in roots:
-            root.train(train)
-        yield
-    finally:
-        for m, flag in flags:
-            m.training = flag
-
-
-def run_step(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], *,
-             train: bool, loss_fn: Callable[[Any], torch.Tensor] | None,
-             optimizer: torch.optim.Optimizer | None) -> None:
-    """One step: forward and, with ``train``, loss, backward and ``optimizer.step()``.
-
-    The module behind ``fn`` runs in ``train()`` mode with ``train``, else in ``eval()``.
-    """
-    _check_grad_mode(train)
-    with _training_mode(fn, train):
-        out = fn(*args, **kwargs)
-        if train:
-            _loss(out, loss_fn).backward()
-            if optimizer is not None:
-                optimizer.step()
+from roofline.tracing.run import (
+    captured_info,
+    check_grad_mode,
+    model_name,
+    run_step,
+    unwrap_compiled,
+)
+from roofline.tracing.strategies import Parallel
 
 
 def trace(model_or_fn: Any, *args: Any, train: bool = False,
@@ -154,7 +93,7 @@ def trace(model_or_fn: Any, *args: Any, train: bool = False,
                 "parallel= traces on fake tensors in a fake process group (fake=True): one "
                 "process plays rank 0; a model you wrapped yourself is traced without "
                 "parallel=, inside its own process group")
-        return parallel_step(_unwrap_compiled(model_or_fn), args, kwargs, parallel=parallel,
+        return parallel_step(unwrap_compiled(model_or_fn), args, kwargs, parallel=parallel,
                              gpus=gpus, train=train, loss_fn=loss_fn, optimizer=optimizer,
                              attention=attention)
     if gpus is not None:
@@ -169,29 +108,15 @@ def traced_step(model_or_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
                 optimizer: torch.optim.Optimizer | None, fake: bool,
                 attention: AttentionMode = "as-run", annotate: bool = False) -> Trace:
     """:func:`trace`, optionally naming a profiler range after each op (for measure)."""
-    fn = _unwrap_compiled(model_or_fn)
+    fn = unwrap_compiled(model_or_fn)
     if optimizer is not None and not train:
         raise ValueError("optimizer= is only used with train=True")
     if loss_fn is not None and not train:
         raise ValueError("loss_fn= is only used with train=True")
-    name = type(fn).__name__ if isinstance(fn, torch.nn.Module) else getattr(
-        fn, "__name__", type(fn).__name__)
-    meta = {"model": name, "train": train, "fake": fake}
-
-    _check_grad_mode(train)  # before anything is changed (run_step checks for measure too)
-    if fake:
-        check_fake_wrapped(fn)
-    if train and not fake:
-        for root in modules_of(fn, deep=False):
-            for p in root.parameters():
-                p.grad = None
-    if optimizer is not None and not fake and not optimizer.state:
-        warnings.warn(
-            "the optimizer has no state yet: this first step also initialises it (zeros_like "
-            "per parameter), which later steps do not; trace a later step, or use fake=True "
-            "(it traces a steady-state step)", RooflineWarning, stacklevel=3)
-
-    cap = Capture(meta, warn=True, annotate=annotate)
+    name = model_name(fn)
+    check_grad_mode(train)  # before anything is changed (run_step checks for measure too)
+    _prepare(fn, train=train, fake=fake, optimizer=optimizer)
+    cap = Capture(warn=True, annotate=annotate)
     cap.modules = modules_of(fn, deep=False)  # their unused parameters take memory too
     attend = AttentionAs(attention, fake=fake)
     with contextlib.ExitStack() as stack:
@@ -206,9 +131,23 @@ def traced_step(model_or_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
             raise FakeModeError(
                 f"{name} ran an op whose result depends on tensor values ({e}); fake "
                 "tensors have no values. Trace it with real tensors (fake=False).") from e
-    if attend.calls or attend.unfused:
-        cap.trace.meta.update(attention=attention, attention_calls=attend.calls,
-                              attention_unfused=attend.unfused)
-    if attend.dropouts:
-        cap.trace.meta["fused_dropout_calls"] = attend.dropouts
+    cap.trace.info = captured_info(name, train=train, fake=fake, attend=attend)
     return cap.trace
+
+
+def _prepare(fn: Any, *, train: bool, fake: bool,
+             optimizer: torch.optim.Optimizer | None) -> None:
+    """Before a step is traced: refuse what cannot be faked, start real training from no
+    gradient (as ``zero_grad()`` would), and say when a real optimizer has no state yet."""
+    if fake:
+        check_fake_wrapped(fn)
+        return
+    if train:
+        for root in modules_of(fn, deep=False):
+            for p in root.parameters():
+                p.grad = None
+    if optimizer is not None and not optimizer.state:
+        warnings.warn(
+            "the optimizer has no state yet: this first step also initialises it (zeros_like "
+            "per parameter), which later steps do not; trace a later step, or use fake=True "
+            "(it traces a steady-state step)", RooflineWarning, stacklevel=4)

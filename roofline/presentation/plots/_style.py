@@ -110,9 +110,9 @@ def require_ops(a: Analysis, caller: str) -> None:
 
 
 def model_name(a: Analysis) -> str:
-    """The traced model's name, ``trace.meta['model']`` (``roofline.trace`` records the
+    """The traced model's name, ``trace.info.model`` (``roofline.trace`` records the
     module's class name there; set it to a better one, e.g. ``"GPT-2 124M"``), or "step"."""
-    return str(a.trace.meta.get("model") or "step")
+    return a.trace.info.model or "step"
 
 
 def ms(seconds: float) -> str:

@@ -158,7 +158,7 @@ def memory_timeline(report_or_trace: MemoryReport | Trace, ax: Axes | None = Non
         for side in ("top", "right"):
             ax.spines[side].set_visible(False)
         ax.legend(frameon=False, **legend_spot(ax, given))
-        name = str(trace.meta.get("model") or "step") if trace is not None else "step"
+        name = (trace.info.model or "step") if trace is not None else "step"
         where = f"{report.peak_name} (op {report.peak_op}, {report.peak_phase}"
         where += f", {report.peak_module})" if report.peak_module else ")"
         title = (f"{name}: live memory by kind\npeak {si(report.peak_bytes, 'B')} during "

@@ -25,8 +25,8 @@ def _points(s: Scaling | ParallelAnalysis) -> tuple[str, dict[int, float]]:
         raise ValueError("scaling_curve(): the ParallelAnalysis has no single-GPU step to "
                          "compare with; pass one_gpu= to roofline.parallel")
     speedups = {1: 1.0}
-    counts = [n for n in (2, 4, 8, 16, 32, 64) if n <= s.gpus] if s.parallel == "ddp" \
-        else [s.gpus]
+    recostable = s.strategy is not None and s.strategy.recostable
+    counts = [n for n in (2, 4, 8, 16, 32, 64) if n <= s.gpus] if recostable else [s.gpus]
     for n in sorted({*counts, s.gpus}):  # a DDP trace is re-costed for each count
         per_node = s.topology.gpus_per_node
         # the same network and analysis options as the analysis given

@@ -25,7 +25,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.module_tracker import ModuleTracker
 
-from roofline._errors import FakeModeError, RooflineWarning
+from roofline._errors import RooflineWarning
 from roofline.tracing import collectives as _collectives
 from roofline.tracing import formulas as _formulas  # noqa: F401  (registers the formulas)
 from roofline.tracing.ops import OpInfo, lookup, nbytes
@@ -44,7 +44,7 @@ _DTENSOR_MODULE = "torch.distributed.tensor"
 
 
 class _Schema:
-    """What the tracer reads from an op's schema, once per overload.
+    """What the capture reads from an op's schema, once per overload.
 
     Which arguments the op writes (in-place: read + write; ``out=``: write only), the
     argument names and defaults (to hand formulas their arguments by name), and whether
@@ -614,7 +614,7 @@ class Capture:
         self._state = "done"
         self.trace.ops = self._recorder.ops
         self.trace.storages = self._recorder.storage_table()
-        self.trace.meta.setdefault("torch", torch.__version__)
+        self.trace.info.torch = torch.__version__
         if exc_type is None and self._warn:
             _warn_uncounted(self.trace)
 
@@ -649,4 +649,4 @@ def _warn_uncounted(trace: Trace) -> None:
         RooflineWarning, stacklevel=3)
 
 
-__all__ = ["Capture", "FakeModeError", "RooflineWarning", "capture"]
+__all__ = ["Capture", "capture"]

@@ -1,0 +1,125 @@
+"""What a trace knows about its own capture: :class:`CaptureInfo`, typed.
+
+The capture layer fills it (``roofline.tracing.run.captured_info``, called by the
+single-GPU and the parallel trace alike); the analysis and presentation layers read its
+fields. ``Trace.meta`` stays free for the user's own tags.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+
+@dataclass
+class CaptureInfo:
+    """Facts about how a step was captured.
+
+    Attributes
+    ----------
+    model : the traced callable's name (its module's class); relabel a trace by setting it.
+    train : a training step (forward, loss, backward, optimizer); None for a plain
+        :func:`roofline.capture` block.
+    fake : traced on fake tensors; None for a plain capture block.
+    torch : the PyTorch version that ran the capture.
+    attention : how ``F.scaled_dot_product_attention`` was rerouted (``"fused"`` or
+        ``"eager"``), None when no call was.
+    attention_calls : calls rerouted.
+    attention_unfused : calls with dropout left on the CPU's unfused fp32 path.
+    fused_dropout_calls : ``F.dropout`` calls recorded as CUDA's fused ``native_dropout``.
+    parallel : the parallel strategy of a parallel trace (``"ddp"``, ``"fsdp"``, ``"tp"``;
+        see :data:`roofline.tracing.strategies.STRATEGIES`); None for one GPU.
+    world_size : ranks of a parallel trace.
+    batch : the global batch of a parallel trace (all ranks).
+    rank_batch : the batch rank 0 ran.
+    buckets : bytes of each DDP gradient bucket, in order.
+    """
+
+    model: str = ""
+    train: bool | None = None
+    fake: bool | None = None
+    torch: str = ""
+    attention: str | None = None
+    attention_calls: int = 0
+    attention_unfused: int = 0
+    fused_dropout_calls: int = 0
+    parallel: str | None = None
+    world_size: int | None = None
+    batch: int | None = None
+    rank_batch: int | None = None
+    buckets: list[int] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> CaptureInfo:
+        """Read the ``info`` object of a trace document, checking each field."""
+        if not isinstance(data, dict):
+            raise ValueError(f"trace JSON: 'info' must be an object, got {data!r}")
+        known = {f.name for f in fields(cls)}
+        if unknown := sorted(set(data) - known):
+            raise ValueError(f"trace JSON: unknown info field(s) {unknown} (known: "
+                             f"{', '.join(sorted(known))})")
+        kw: dict[str, Any] = {}
+        for name, value in data.items():
+            try:
+                kw[name] = _CHECKS[name](value)
+            except TypeError as e:
+                raise ValueError(f"trace JSON: info field {name!r}: {e}") from None
+        return cls(**kw)
+
+    @classmethod
+    def from_meta(cls, meta: dict[str, Any]) -> tuple[CaptureInfo, dict[str, Any]]:
+        """Split a version-1 trace's ``meta`` (where these facts were free-form keys) into
+        the info and the user's remaining tags."""
+        known = {f.name for f in fields(cls)}
+        facts = {k: v for k, v in meta.items() if k in known}
+        rest = {k: v for k, v in meta.items() if k not in known}
+        if "model" in facts and not isinstance(facts["model"], str):
+            rest["model"] = facts.pop("model")  # a user's tag that is not a name
+        return cls.from_dict(facts), rest
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {value!r}")
+    return value
+
+
+def _optional_text(value: Any) -> str | None:
+    return None if value is None else _text(value)
+
+
+def _optional_flag(value: Any) -> bool | None:
+    if value is not None and not isinstance(value, bool):
+        raise TypeError(f"expected true, false or null, got {value!r}")
+    return value
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise TypeError(f"expected a non-negative integer, got {value!r}")
+    return value
+
+
+def _optional_count(value: Any) -> int | None:
+    return None if value is None else _count(value)
+
+
+def _counts(value: Any) -> list[int]:
+    if not isinstance(value, list):
+        raise TypeError(f"expected a list of integers, got {value!r}")
+    return [_count(v) for v in value]
+
+
+_CHECKS = {
+    "model": _text, "train": _optional_flag, "fake": _optional_flag, "torch": _text,
+    "attention": _optional_text, "attention_calls": _count, "attention_unfused": _count,
+    "fused_dropout_calls": _count, "parallel": _optional_text,
+    "world_size": _optional_count, "batch": _optional_count, "rank_batch": _optional_count,
+    "buckets": _counts,
+}

@@ -1,0 +1,113 @@
+"""Running one step: forward, loss, backward and the optimizer, as the trace records it.
+
+Shared by the single-GPU trace (:mod:`roofline.tracing.step`), the parallel trace
+(:mod:`roofline.tracing.distributed`) and the measurement (:mod:`roofline.tracing.measure`),
+together with :func:`captured_info`, the one place a trace's :class:`CaptureInfo` is filled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+from roofline._errors import RooflineWarning
+from roofline.tracing.attention import AttentionAs
+from roofline.tracing.fake import modules_of
+from roofline.tracing.records import CaptureInfo
+
+
+def unwrap_compiled(fn: Any) -> Any:
+    """A ``torch.compile``d module or function runs its original eager code."""
+    orig = getattr(fn, "_orig_mod", None) or getattr(fn, "_torchdynamo_orig_callable", None)
+    if orig is None:
+        return fn
+    warnings.warn(
+        "roofline traces torch.compile'd code eagerly: the counts are those of the eager "
+        "ATen ops (fusion by the compiler changes bytes, not FLOPs).",
+        RooflineWarning, stacklevel=3)
+    return orig
+
+
+def model_name(fn: Any) -> str:
+    """What a trace calls the callable: its module's class, else its ``__name__``."""
+    if isinstance(fn, torch.nn.Module):
+        return type(fn).__name__
+    return str(getattr(fn, "__name__", type(fn).__name__))
+
+
+def loss_of(out: Any, loss_fn: Callable[[Any], torch.Tensor] | None) -> torch.Tensor:
+    """The scalar a training step backpropagates: ``loss_fn(out)``, else ``out`` itself."""
+    loss = loss_fn(out) if loss_fn is not None else out
+    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+        what = (f"a tensor of shape {tuple(loss.shape)}" if isinstance(loss, torch.Tensor)
+                else type(loss).__name__)
+        where = "loss_fn returned" if loss_fn is not None else "the model returned"
+        raise ValueError(
+            f"train=True needs a scalar loss, but {where} {what}; pass "
+            "loss_fn=lambda out: ... that reduces the output to a scalar.")
+    return loss
+
+
+def check_grad_mode(train: bool) -> None:
+    """A training step needs autograd: refuse one inside ``no_grad``/``inference_mode``."""
+    if not train or torch.is_grad_enabled():
+        return
+    where = ("torch.inference_mode()" if torch.is_inference_mode_enabled()
+             else "torch.no_grad() (or set_grad_enabled(False))")
+    # not switched back on here: under inference_mode the inputs are inference tensors,
+    # which backward cannot save, and a silent switch would hide the user's own setting
+    raise RuntimeError(
+        f"train=True needs autograd, but gradients are disabled: the trace runs inside "
+        f"{where}. Call roofline.trace outside it, or wrap the call in torch.enable_grad().")
+
+
+@contextlib.contextmanager
+def training_mode(fn: Any, train: bool) -> Iterator[None]:
+    """``train()``/``eval()`` the module behind ``fn`` for one step; restore every flag.
+
+    Only the module itself, a bound method's module and a partial of either: modules
+    that a function merely closes over (a frozen teacher) keep the mode the user set.
+    """
+    roots = modules_of(fn, deep=False)
+    flags = [(m, m.training) for root in roots for m in root.modules()]
+    try:
+        for root in roots:
+            root.train(train)
+        yield
+    finally:
+        for m, flag in flags:
+            m.training = flag
+
+
+def run_step(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], *,
+             train: bool, loss_fn: Callable[[Any], torch.Tensor] | None,
+             optimizer: torch.optim.Optimizer | None) -> None:
+    """One step: forward and, with ``train``, loss, backward and ``optimizer.step()``.
+
+    The module behind ``fn`` runs in ``train()`` mode with ``train``, else in ``eval()``.
+    """
+    check_grad_mode(train)
+    with training_mode(fn, train):
+        out = fn(*args, **kwargs)
+        if train:
+            loss_of(out, loss_fn).backward()
+            if optimizer is not None:
+                optimizer.step()
+
+
+def captured_info(name: str, *, train: bool, fake: bool, attend: AttentionAs,
+                  **parallel: Any) -> CaptureInfo:
+    """What a step's trace says about its capture: the one place both trace paths fill it.
+
+    ``parallel`` are the parallel trace's facts (``parallel``, ``world_size``, ``batch``,
+    ``rank_batch``, ``buckets``).
+    """
+    rerouted = bool(attend.calls or attend.unfused)
+    return CaptureInfo(
+        model=name, train=train, fake=fake, torch=torch.__version__,
+        attention=attend.mode if rerouted else None, attention_calls=attend.calls,
+        attention_unfused=attend.unfused, fused_dropout_calls=attend.dropouts, **parallel)
