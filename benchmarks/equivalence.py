@@ -253,6 +253,17 @@ def _renamed(x: Any, renames: list[tuple[str, str]]) -> Any:
     return json.loads(text)
 
 
+def _category_renamed(x: Any, old: str, new: str, inside: bool = False) -> Any:
+    """``x`` with the op category ``old`` called ``new``: the keys of every ``by_category``
+    table (a bound of the same name elsewhere keeps its name)."""
+    if isinstance(x, dict):
+        return {(new if inside and k == old else k): _category_renamed(
+            v, old, new, k == "by_category") for k, v in x.items()}
+    if isinstance(x, list):
+        return [_category_renamed(v, old, new) for v in x]
+    return x
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     group = parser.add_mutually_exclusive_group(required=True)
@@ -260,6 +271,8 @@ def main() -> int:
     group.add_argument("--check", type=Path)
     parser.add_argument("--rename", action="append", default=[],
                         help="old=new: a string renamed on purpose (JSON values)")
+    parser.add_argument("--rename-category", action="append", default=[],
+                        help="old=new: an op category renamed on purpose (by_category keys)")
     parser.add_argument("--rel", type=float, default=0.0,
                         help="relative tolerance for floats (default 0: bitwise)")
     args = parser.parse_args()
@@ -275,6 +288,9 @@ def main() -> int:
     saved = {name: roofline.Trace.from_json((args.check / f"{name}.json").read_text())
              for name in STEPS}
     before = _renamed(json.loads((args.check / "results.json").read_text()), renames)
+    for rename in args.rename_category:
+        old_name, new_name = rename.split("=", 1)
+        before = _category_renamed(before, old_name, new_name)
     problems: list[str] = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -282,7 +282,7 @@ def test_json_round_trip_and_dataframe() -> None:
     zm = get_model("mlp", batch_size=2)
     t = roofline.trace(zm.model, *zm.train_inputs, train=True)
     back = Trace.from_json(t.to_json())
-    assert back.ops == t.ops and back.meta == t.meta
+    assert back.ops == t.ops and back.meta == t.meta and back.info == t.info
     df = t.to_dataframe()
     assert len(df) == len(t) and df["flops"].sum() == t.total_flops
     assert set(t.by_phase()) == {"forward", "backward"}
@@ -368,11 +368,11 @@ def test_fake_dropout_attention_is_traced_as_the_fused_kernel(causal: bool) -> N
     # QK^T and PV: 2 x (2 t t d) per sequence over all heads; causal keeps t(t+1)/2 pairs
     pairs = t * (t + 1) // 2 if causal else t * t
     assert attn[0].flops == b * 2 * 2 * pairs * d
-    assert fused.meta["attention_calls"] == 1 and fused.meta["attention"] == "fused"
+    assert fused.info.attention_calls == 1 and fused.info.attention == "fused"
     # the CPU's own path: unfused, upcast to fp32, T x T scores in memory
     bmm = [op for op in cpu.ops if op.name.startswith("aten.bmm") and op.phase == "forward"]
     assert len(bmm) == 2 and all(op.dtype == "float32" for op in bmm)
-    assert "attention_calls" not in cpu.meta
+    assert cpu.info.attention_calls == 0 and cpu.info.attention is None
     assert cpu.total_bytes > fused.total_bytes
     assert _no_global_state()
     a = roofline.analyze(fused, "a100")
@@ -395,7 +395,7 @@ def test_eager_attention_is_written_out_as_cuda_amp_runs_it() -> None:
     assert len(soft) == 1 and soft[0].dtype == "float32"
     assert soft[0].output_shapes[0] == (b, h, t, t)
     assert any(op.category == "dropout" and op.dtype == "float32" for op in fwd)
-    assert eager.meta["attention"] == "eager" and eager.meta["attention_calls"] == 1
+    assert eager.info.attention == "eager" and eager.info.attention_calls == 1
     # it runs on real tensors too, with the same matmuls and softmax; dropout stays as the
     # CPU runs it there (mask in the input's dtype), CUDA's fused kernel in a fake trace
     real = roofline.trace(model, x, train=True, loss_fn=lambda o: o.sum(), attention="eager")
@@ -420,12 +420,12 @@ def test_real_and_dropout_free_attention_are_recorded_as_run() -> None:
     real = roofline.trace(model, x, train=True, loss_fn=lambda o: o.sum())
     assert any(op.name.startswith("aten.bmm") for op in real.ops)
     # recorded as the CPU ran it, and the analysis says so
-    assert real.meta["attention_calls"] == 0 and real.meta["attention_unfused"] == 1
+    assert real.info.attention_calls == 0 and real.info.attention_unfused == 1
     assert any("as the CPU ran them" in n for n in roofline.analyze(real, "a100").assumptions)
     model.eval()  # p = 0: the CPU picks its fused kernel itself, nothing is rerouted
     t = roofline.trace(model, x, fake=True)
     assert [op.category for op in t.ops].count("attention") == 1
-    assert "attention_calls" not in t.meta
+    assert t.info.attention_calls == 0 and t.info.attention is None
 
 
 @pytest.mark.parametrize("kw", [{}, {"is_causal": True}, {"scale": 0.3},
@@ -456,12 +456,12 @@ def test_fused_attention_takes_a_boolean_mask_and_reports_what_it_cannot_take() 
         return F.scaled_dot_product_attention(q, kv, kv, attn_mask=m, dropout_p=0.1, **kw)
 
     t_mask = roofline.trace(step, fake=True)
-    assert t_mask.meta["attention_calls"] == 1
+    assert t_mask.info.attention_calls == 1
     attn = [op for op in t_mask.ops if op.category == "attention"]
     # the boolean mask became an additive one in the query's dtype (4 bytes an element), as
     # SDPA converts it; q, k and v are one tensor, read once
     assert len(attn) == 1 and attn[0].bytes_read == 4 * (b * h * t * e + t * t)
     if "enable_gqa" in F.scaled_dot_product_attention.__doc__:  # torch >= 2.5
         t_gqa = roofline.trace(lambda: step(gqa=True, m=None), fake=True)
-        assert t_gqa.meta["attention_calls"] == 0 and t_gqa.meta["attention_unfused"] == 1
+        assert t_gqa.info.attention_calls == 0 and t_gqa.info.attention_unfused == 1
     assert _no_global_state()

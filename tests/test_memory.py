@@ -496,7 +496,7 @@ def test_gpt_layer_activations_against_korthikanti() -> None:
     saved = r.activations_bytes + 2 * S * B * H
     formula = 34 * S * B * H + 5 * A * S * S * B
     assert saved == formula + 8 * S * B + 4
-    assert t.meta["fused_dropout_calls"] == 3
+    assert t.info.fused_dropout_calls == 3
     # a CPU-run trace keeps the masks in the input's dtype: 2 bytes, not 1
     cpu = roofline.trace(model, x, train=True, loss_fn=lambda o: o.float().sum(), fake=True,
                          attention="as-run")

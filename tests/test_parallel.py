@@ -13,12 +13,13 @@ import torch.distributed as dist
 from torch import nn
 
 import roofline
-from roofline.analysis.parallel import _schedule, collective_cost
+from roofline.analysis.collectives import collective_cost
+from roofline.analysis.parallel import _schedule
 from roofline.hardware import get_device
 from roofline.hardware.topology import topology
 from roofline.tracing import FakeModeError
-from roofline.tracing.distributed import fake_allreduce_hook
 from roofline.tracing.records import Collective, OpRecord, Trace
+from roofline.tracing.strategies import fake_allreduce_hook
 
 # H100 SXM: NVLink 4, 900 GB/s both directions (the registry's datasheet figure), 450 a
 # direction; NCCL's model: 20.6 GB/s per 25 GB/s link (nccl@5067397 src/graph/topo.h)
@@ -133,7 +134,7 @@ def test_ddp_trace_records_every_bucket_and_overlaps() -> None:
     t = roofline.trace(_mlp(), torch.randn(32, 64), train=True, loss_fn=_sum,
                        parallel=roofline.Parallel("ddp", bucket_cap_mb=0.02), gpus=4)
     assert not dist.is_initialized()
-    assert t.meta["world_size"] == 4 and t.meta["rank_batch"] == 8
+    assert t.info.world_size == 4 and t.info.rank_batch == 8
     reduces = [op.collective for op in t.ops if op.collective is not None]
     params = 64 * 256 + 256 + 256 * 64 + 64 + 64 * 10 + 10
     assert sum(c.bytes for c in reduces) == params * 4 and len(reduces) >= 2
@@ -222,7 +223,7 @@ def test_the_users_group_and_wrapped_model() -> None:
     try:
         t = roofline.trace(_mlp(), torch.randn(8, 64), train=True, loss_fn=_sum,
                            parallel="ddp")
-        assert t.meta["world_size"] == 2 and dist.is_initialized()
+        assert t.info.world_size == 2 and dist.is_initialized()
         ddp = nn.parallel.DistributedDataParallel(_mlp())
         ddp.register_comm_hook(None, fake_allreduce_hook)
         mine = roofline.trace(ddp, torch.randn(4, 64), train=True, loss_fn=_sum)

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 import roofline
-from roofline.analysis.memory import CUBLAS_WORKSPACE_BYTES, CUDA_CONTEXT_BYTES
+from roofline.analysis.fit import CUBLAS_WORKSPACE_BYTES, CUDA_CONTEXT_BYTES
 from roofline.tracing.records import OpRecord, Trace
 
 IN, HIDDEN, OUT, BATCH = 64, 128, 10, 32

@@ -245,7 +245,7 @@ def test_ops_that_take_no_time_have_no_bound() -> None:
 
 
 def test_a_trace_without_flops_is_explained_without_a_flops_ratio() -> None:
-    copy = _op("memory", 0, 10**9)
+    copy = _op("copy", 0, 10**9)
     text = roofline.explain(roofline.what_if(Trace([copy]), "a100"))
     assert "the step has no FLOPs" in text and "nan" not in text
     h100 = roofline.get_device("h100")

@@ -2,20 +2,17 @@
 
 ``options`` (what PyTorch would choose) -> ``rates`` (engine and FLOP/s per op) and
 ``gemm`` (GEMM shapes, fill) -> ``timing`` (roofs per op, :class:`Analysis`) ->
-``compare`` (speedups) and ``reasons`` (why, as data) -> ``validate`` (against a measurement).
+``reasons`` (why, as data) and ``validate`` (against a measurement) -> ``compare``
+(speedups, what-ifs). Memory: ``memory`` (what is live when) -> ``fit`` (against a
+device, with the allocator's overheads) -> ``batch`` (the largest batch that fits).
+Several GPUs: ``collectives`` (one collective's cost on a link) -> ``parallel`` (two
+streams, their critical path; scaling over GPU counts).
 """
 
+from roofline.analysis.batch import BatchComparison, MaxBatch, compare_at_max_batch, max_batch
 from roofline.analysis.compare import Comparison, compare, sweep, what_if
-from roofline.analysis.memory import (
-    BatchComparison,
-    Fit,
-    MaxBatch,
-    MemoryReport,
-    compare_at_max_batch,
-    fits,
-    max_batch,
-    memory,
-)
+from roofline.analysis.fit import Fit, fits
+from roofline.analysis.memory import MemoryReport, memory
 from roofline.analysis.options import Options
 from roofline.analysis.parallel import ParallelAnalysis, Scaling, parallel, scaling
 from roofline.analysis.reasons import Reasons

@@ -10,8 +10,7 @@ from typing import Any
 import numpy as np
 
 from roofline._table import Rows
-from roofline.analysis.options import Options
-from roofline.analysis.reasons import Reasons, reasons
+from roofline.analysis.reasons import Reasons, top_categories
 from roofline.analysis.timing import LIMITS, ROOFS, Analysis, analyze, ratio
 from roofline.analysis.validate import check_same_ops
 from roofline.hardware import DeviceSpec, get_device
@@ -93,7 +92,15 @@ class Comparison:
     def reasons(self) -> Reasons:
         """Why the speedup is what it is: shares per bound, limits and assumptions
         (``roofline.explain`` puts them in words)."""
-        return reasons(self)
+        src, dst = self.src, self.dst
+        shares = {k: v["fraction"] for k, v in src.by_bound().items()}
+        return Reasons(
+            src=src.device.name, dst=dst.device.name, speedup=self.speedup,
+            flops_ratio=self.flops_ratio, bandwidth_ratio=self.bandwidth_ratio, shares=shares,
+            categories={b: top_categories(src, b) for b in shares if b != "host"},
+            limits=self.speedup_limits(),
+            assumptions=list(dict.fromkeys(src.assumptions + dst.assumptions)),
+            empty=src.seconds == 0, flops=src.trace.total_flops)
 
     def __repr__(self) -> str:
         return (f"Comparison({self.src.device.name} -> {self.dst.device.name}: "
@@ -206,7 +213,7 @@ def sweep(trace: Trace, device: str | DeviceSpec, flops: Sequence[float] = (1, 2
         _check_factor("flops", f)
     for b in bandwidth:
         _check_factor("bandwidth", b)
-    a = analyze(trace, device, **Options(**options).__dict__)
+    a = analyze(trace, device, **options)
     rows = []
     for f in flops:
         for b in bandwidth:

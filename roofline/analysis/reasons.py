@@ -4,12 +4,8 @@ the Amdahl limits and the assumptions. ``roofline.explain`` puts them in words."
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from roofline.analysis.timing import Analysis
-
-if TYPE_CHECKING:
-    from roofline.analysis.compare import Comparison
 
 #: Categories named per bound in the reasons.
 TOP_CATEGORIES = 3
@@ -65,16 +61,3 @@ def top_categories(a: Analysis, bound: str, n: int = TOP_CATEGORIES) -> list[str
         if b == bound and s > 0:
             seconds[str(op.category)] = seconds.get(str(op.category), 0.0) + float(s)
     return sorted(seconds, key=lambda c: -seconds[c])[:n]
-
-
-def reasons(c: Comparison) -> Reasons:
-    """The reasons of ``c``'s speedup."""
-    src, dst = c.src, c.dst
-    shares = {k: v["fraction"] for k, v in src.by_bound().items()}
-    return Reasons(
-        src=src.device.name, dst=dst.device.name, speedup=c.speedup,
-        flops_ratio=c.flops_ratio, bandwidth_ratio=c.bandwidth_ratio, shares=shares,
-        categories={b: top_categories(src, b) for b in shares if b != "host"},
-        limits=c.speedup_limits(),
-        assumptions=list(dict.fromkeys(src.assumptions + dst.assumptions)),
-        empty=src.seconds == 0, flops=src.trace.total_flops)

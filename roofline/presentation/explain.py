@@ -15,7 +15,7 @@ MIN_SHARE = 0.01
 CATEGORY_WORDS: dict[str, str] = {  # keyed by Category (a str)
     Category.NORMALIZATION: "norms", Category.SOFTMAX: "softmax",
     Category.OPTIMIZER: "optimizer", Category.POINTWISE: "elementwise",
-    Category.MEMORY: "copies", Category.REDUCTION: "reductions",
+    Category.COPY: "copies", Category.REDUCTION: "reductions",
     Category.EMBEDDING: "embeddings", Category.LOSS: "loss", Category.POOLING: "pooling",
     Category.DROPOUT: "dropout", Category.MATMUL: "matmuls", Category.CONV: "convolutions",
     Category.ATTENTION: "attention", Category.UPSAMPLE: "upsampling",

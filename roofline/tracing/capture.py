@@ -70,6 +70,20 @@ class _Schema:
             else:
                 self.inplace.append((i, False))
 
+    def touched(self, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any,
+                ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """The distinct tensors a call reads (an ``out=`` argument is not read) and the
+        ones it writes (in place, ``out=``, and its outputs)."""
+        written: list[torch.Tensor] = []
+        for key, _write_only in self.inplace:
+            value = kwargs.get(key) if isinstance(key, str) else (
+                args[key] if key < len(args) else None)
+            written += _tensors(value)
+        read_kwargs = ({k: v for k, v in kwargs.items() if k not in self.out} if self.out
+                       else kwargs)
+        return (_unique(_tensors(args) + _tensors(read_kwargs)),
+                _unique(written + _tensors(out)))
+
     def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         """The call's arguments by schema name, defaults filled in."""
         bound = dict(self.defaults)
@@ -371,19 +385,7 @@ class _Recorder(TorchDispatchMode):
     def _record(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
                 out: Any) -> None:
         info, schema = self._info[func], self._schemas[func]
-
-        written: list[torch.Tensor] = []
-        for key, _write_only in schema.inplace:
-            value = kwargs.get(key) if isinstance(key, str) else (
-                args[key] if key < len(args) else None)
-            written += _tensors(value)
-        if schema.out:
-            read_kwargs = {k: v for k, v in kwargs.items() if k not in schema.out}
-        else:
-            read_kwargs = kwargs
-        reads = _unique(_tensors(args) + _tensors(read_kwargs))
-        writes = _unique(written + _tensors(out))
-
+        reads, writes = schema.touched(args, kwargs, out)
         collective = (_collectives.describe(func, args, kwargs, reads, writes)
                       if func.namespace in _collectives.NAMESPACES else None)
         if collective is not None:

@@ -359,32 +359,42 @@ class _Swap:
         if depth > _MAX_DEPTH:
             return v
         if isinstance(v, tuple):
-            items = [self.value(x, depth + 1) for x in itertools.islice(v, _MAX_ITEMS)]
-            if all(a is b for a, b in zip(items, v, strict=False)):  # the first items
-                return v
-            items += v[len(items):]
-            if type(v) is tuple:
-                return tuple(items)
-            make = getattr(type(v), "_make", None)  # a namedtuple
-            return make(items) if make is not None else v
+            return self._tuple(v, depth)
         if isinstance(v, _MUTABLE):
-            if id(v) not in self.contents:
-                self.contents[id(v)] = (v, _contents(v))
-                if isinstance(v, list):
-                    for i, x in enumerate(v[:_MAX_ITEMS]):
-                        if (new := self.value(x, depth + 1)) is not x:
-                            list.__setitem__(v, i, new)
-                elif isinstance(v, dict):
-                    for k, x in list(itertools.islice(v.items(), _MAX_ITEMS)):
-                        if (new := self.value(x, depth + 1)) is not x:
-                            dict.__setitem__(v, k, new)
-                else:
-                    for x in list(itertools.islice(v, _MAX_ITEMS)):
-                        self.value(x, depth + 1)
+            self._container(v, depth)
             return v
         if _is_plain(v):
             self.object(v, depth)
         return v
+
+    def _tuple(self, v: tuple[Any, ...], depth: int) -> tuple[Any, ...]:
+        """A tuple with its first items swapped: a new one (a namedtuple of its own type),
+        or ``v`` itself when nothing changed or its type cannot be rebuilt."""
+        items = [self.value(x, depth + 1) for x in itertools.islice(v, _MAX_ITEMS)]
+        if all(a is b for a, b in zip(items, v, strict=False)):  # the first items
+            return v
+        items += v[len(items):]
+        if type(v) is tuple:
+            return tuple(items)
+        make = getattr(type(v), "_make", None)  # a namedtuple
+        return make(items) if make is not None else v
+
+    def _container(self, v: Any, depth: int) -> None:
+        """Save a list, dict or set's contents once, then swap its first items in place."""
+        if id(v) in self.contents:
+            return
+        self.contents[id(v)] = (v, _contents(v))
+        if isinstance(v, list):
+            for i, x in enumerate(v[:_MAX_ITEMS]):
+                if (new := self.value(x, depth + 1)) is not x:
+                    list.__setitem__(v, i, new)
+        elif isinstance(v, dict):
+            for k, x in list(itertools.islice(v.items(), _MAX_ITEMS)):
+                if (new := self.value(x, depth + 1)) is not x:
+                    dict.__setitem__(v, k, new)
+        else:
+            for x in list(itertools.islice(v, _MAX_ITEMS)):
+                self.value(x, depth + 1)
 
     def restore(self) -> list[str]:
         """Put everything saved back; what could not be, as ``"Type.attr: why"``."""
@@ -493,33 +503,42 @@ class _RealLeaves(TorchDispatchMode):
                            kwargs: dict[str, Any] | None = None) -> Any:
         kwargs = kwargs or {}
         if func.namespace != "prim":
-            # ATen passes tensors as arguments or lists of them (foreach ops): a flat scan
-            # is enough there, and cheaper than a pytree flatten on every op
-            flat = [t for a in args for t in (a if isinstance(a, (list, tuple)) else (a,))]
-            for t in flat + (tree_flatten(kwargs)[0] if kwargs else []):
-                if (isinstance(t, torch.Tensor) and t.requires_grad and id(t) not in self.used
-                        and not isinstance(t, FakeTensor) and t.is_leaf):
-                    self.used.add(id(t))
-                    self.grads.setdefault(id(t), (t, t.grad))
-                    t.grad = None
-            if func not in self._writes:
-                self._writes[func] = tuple(
-                    arg.name if arg.kwarg_only else i
-                    for i, arg in enumerate(func._schema.arguments)
-                    if arg.alias_info is not None and arg.alias_info.is_write)
-            for key in self._writes[func]:
-                value = kwargs.get(key) if isinstance(key, str) else (
-                    args[key] if key < len(args) else None)
-                for t in value if isinstance(value, (list, tuple)) else (value,):
-                    if isinstance(t, torch.Tensor) and not isinstance(t, FakeTensor):
-                        raise FakeModeError(
-                            f"fake=True: {func} writes in place into a real tensor of shape "
-                            f"{tuple(t.shape)} that the trace could not swap for a fake (it "
-                            "is neither reachable from the callable nor held by a module "
-                            "the step called: a global?); the write would change your "
-                            "data. Keep it on a module or object the callable holds, pass "
-                            "it as an argument, or trace with fake=False.")
+            self._hide_grads(args, kwargs)
+            self._refuse_real_writes(func, args, kwargs)
         return func(*args, **kwargs)
+
+    def _hide_grads(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Note and hide the ``.grad`` of each real leaf requiring grad, at its first op."""
+        # ATen passes tensors as arguments or lists of them (foreach ops): a flat scan is
+        # enough there, and cheaper than a pytree flatten on every op
+        flat = [t for a in args for t in (a if isinstance(a, (list, tuple)) else (a,))]
+        for t in flat + (tree_flatten(kwargs)[0] if kwargs else []):
+            if (isinstance(t, torch.Tensor) and t.requires_grad and id(t) not in self.used
+                    and not isinstance(t, FakeTensor) and t.is_leaf):
+                self.used.add(id(t))
+                self.grads.setdefault(id(t), (t, t.grad))
+                t.grad = None
+
+    def _refuse_real_writes(self, func: Any, args: tuple[Any, ...],
+                            kwargs: dict[str, Any]) -> None:
+        """Raise if ``func`` writes in place into a real tensor (the user's own data)."""
+        if func not in self._writes:
+            self._writes[func] = tuple(
+                arg.name if arg.kwarg_only else i
+                for i, arg in enumerate(func._schema.arguments)
+                if arg.alias_info is not None and arg.alias_info.is_write)
+        for key in self._writes[func]:
+            value = kwargs.get(key) if isinstance(key, str) else (
+                args[key] if key < len(args) else None)
+            for t in value if isinstance(value, (list, tuple)) else (value,):
+                if isinstance(t, torch.Tensor) and not isinstance(t, FakeTensor):
+                    raise FakeModeError(
+                        f"fake=True: {func} writes in place into a real tensor of shape "
+                        f"{tuple(t.shape)} that the trace could not swap for a fake (it "
+                        "is neither reachable from the callable nor held by a module "
+                        "the step called: a global?); the write would change your "
+                        "data. Keep it on a module or object the callable holds, pass "
+                        "it as an argument, or trace with fake=False.")
 
     def restore(self) -> None:
         for t, grad in self.grads.values():
@@ -553,56 +572,23 @@ def fake_step(model: Any, optimizer: torch.optim.Optimizer | None,
     fake = _Faker(mode)
     swap = _Swap(fake, skip={id(optimizer)} if optimizer is not None else set())
     leaves = _RealLeaves()
-    groups: list[dict[str, Any]] = []
-    saved_groups: list[dict[str, Any]] = []
-    saved_state: Any = None
+    fake_optimizer = _FakeOptimizer(optimizer, fake)
     try:
         modules, objects = _reach(model, deep=True)
         for m in modules:
             swap.module(m)
         for obj in objects:
             swap.object(obj, 0)
-        if optimizer is not None:
-            groups = list(optimizer.param_groups)
-            saved_groups = [dict(g) for g in groups]
-            saved_state = optimizer.state
-            # the optimizer's own parameters are checked whether or not an op saw them
-            leaves.grads.update({id(p): (p, p.grad) for g in groups for p in g["params"]
-                                 if not isinstance(p, FakeTensor)})
-            new_state: defaultdict[Any, dict[str, Any]] = defaultdict(dict)
-            for p, s in saved_state.items():
-                new_state[fake(p)] = {k: fake(v) for k, v in s.items()}
-            for g in optimizer.param_groups:
-                g["params"] = [fake(p) for p in g["params"]]
-            optimizer.state = new_state
-            if not saved_state:
-                _warm_up(optimizer, mode)
+        fake_optimizer.swap(leaves, mode)
         fargs, fkwargs = tree_map(fake, (args, kwargs))
         fake.before_step = False
-        hook = nn.modules.module.register_module_forward_pre_hook(swap.touch)
-        try:
-            with _watch_module_writes(swap), mode, leaves, _NoValues():
-                yield fargs, fkwargs
-        finally:
-            hook.remove()
-        if optimizer is not None:
-            missed = len(leaves.used & {id(p) for g in saved_groups for p in g["params"]})
-            if missed:
-                raise FakeModeError(
-                    f"fake=True: the step used {missed} of the optimizer's parameters as "
-                    "real tensors (their module was neither the callable, reachable from "
-                    "it, nor called as a module), so the fake optimizer step would miss "
-                    "them. Pass the nn.Module itself, a bound method or functools.partial "
-                    "of it, or a function that calls the module; or trace with fake=False.")
+        with _stepping(swap, mode, leaves):
+            yield fargs, fkwargs
+        fake_optimizer.check(leaves)
     finally:
         leaves.restore()
         problems = swap.restore()
-        if optimizer is not None and saved_state is not None:
-            optimizer.param_groups[:] = groups
-            for g, saved in zip(groups, saved_groups, strict=True):
-                g.clear()
-                g.update(saved)
-            optimizer.state = saved_state
+        fake_optimizer.restore()
         problems += [f"{where} still holds a fake tensor" for where in swap.leaks()]
         if problems:
             raise FakeModeError(
@@ -611,6 +597,69 @@ def fake_step(model: Any, optimizer: torch.optim.Optimizer | None,
                                             if len(problems) > 8 else "")
                 + ". The step stored tensors deeper than the trace saves (nested "
                 "containers or objects); fix those by hand, or trace with fake=False.")
+
+
+@contextlib.contextmanager
+def _stepping(swap: _Swap, mode: FakeTensorMode, leaves: _RealLeaves) -> Iterator[None]:
+    """What watches the step: the module hooks that swap a module at its first call or
+    write, the fake mode, the real-leaf watch and the refusal of ``.numpy()``."""
+    hook = nn.modules.module.register_module_forward_pre_hook(swap.touch)
+    try:
+        with _watch_module_writes(swap), mode, leaves, _NoValues():
+            yield
+    finally:
+        hook.remove()
+
+
+class _FakeOptimizer:
+    """An optimizer's groups and state swapped for fakes for the step, then put back."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer | None, fake: _Faker) -> None:
+        self.optimizer, self.fake = optimizer, fake
+        self.groups: list[dict[str, Any]] = []
+        self.saved_groups: list[dict[str, Any]] = []
+        self.saved_state: Any = None
+
+    def swap(self, leaves: _RealLeaves, mode: FakeTensorMode) -> None:
+        """Save the groups and state, swap in fakes, and warm a stateless one up."""
+        optimizer, fake = self.optimizer, self.fake
+        if optimizer is None:
+            return
+        self.groups = list(optimizer.param_groups)
+        self.saved_groups = [dict(g) for g in self.groups]
+        self.saved_state = optimizer.state
+        # the optimizer's own parameters are checked whether or not an op saw them
+        leaves.grads.update({id(p): (p, p.grad) for g in self.groups for p in g["params"]
+                             if not isinstance(p, FakeTensor)})
+        new_state: defaultdict[Any, dict[str, Any]] = defaultdict(dict)
+        for p, s in self.saved_state.items():
+            new_state[fake(p)] = {k: fake(v) for k, v in s.items()}
+        for g in optimizer.param_groups:
+            g["params"] = [fake(p) for p in g["params"]]
+        optimizer.state = new_state
+        if not self.saved_state:
+            _warm_up(optimizer, mode)
+
+    def check(self, leaves: _RealLeaves) -> None:
+        """Refuse a step that used the optimizer's parameters as real tensors."""
+        missed = len(leaves.used & {id(p) for g in self.saved_groups for p in g["params"]})
+        if missed:
+            raise FakeModeError(
+                f"fake=True: the step used {missed} of the optimizer's parameters as "
+                "real tensors (their module was neither the callable, reachable from "
+                "it, nor called as a module), so the fake optimizer step would miss "
+                "them. Pass the nn.Module itself, a bound method or functools.partial "
+                "of it, or a function that calls the module; or trace with fake=False.")
+
+    def restore(self) -> None:
+        optimizer = self.optimizer
+        if optimizer is None or self.saved_state is None:
+            return
+        optimizer.param_groups[:] = self.groups
+        for g, saved in zip(self.groups, self.saved_groups, strict=True):
+            g.clear()
+            g.update(saved)
+        optimizer.state = self.saved_state
 
 
 def _warm_up(optimizer: torch.optim.Optimizer, mode: FakeTensorMode) -> None:

@@ -201,14 +201,14 @@ def _rows_and_length(shape: Any, dim: int) -> tuple[int, int]:
     return (numel(shape) // n if n else 0), n
 
 
-@register_formula(aten.sort, aten.argsort, category="memory")
+@register_formula(aten.sort, aten.argsort, category="copy")
 def sort_flop(self: Any, dim: int = -1, **_: Any) -> int:
     # a comparison sort of n values: n log2 n comparisons per sorted row
     rows, n = _rows_and_length(self, dim)
     return round(rows * n * math.log2(n)) if n > 1 else 0
 
 
-@register_formula(aten.topk, category="memory")
+@register_formula(aten.topk, category="copy")
 def topk_flop(self: Any, k: int, dim: int = -1, **_: Any) -> int:
     # a size-k heap per row: each of the n values is compared with the heap's minimum
     # and, if it enters, sifts down log2 k levels: n log2 k, at least n
@@ -218,19 +218,19 @@ def topk_flop(self: Any, k: int, dim: int = -1, **_: Any) -> int:
 
 # --- scatters and indexed writes ----------------------------------------------------------
 
-@register_formula(aten.scatter, category="memory", bytes_rule=scatter_bytes)
+@register_formula(aten.scatter, category="copy", bytes_rule=scatter_bytes)
 def scatter_flop(index: Any, reduce: str | None = None, **_: Any) -> int:
     # a plain scatter moves data; with reduce ("add", "multiply") one op per index element
     return numel(index) if reduce is not None else 0
 
 
-@register_formula(aten.scatter_add, category="memory", bytes_rule=scatter_add_bytes)
+@register_formula(aten.scatter_add, category="copy", bytes_rule=scatter_add_bytes)
 def scatter_add_flop(index: Any, **_: Any) -> int:
     # one add per source element used: src is read at the index's positions only
     return numel(index)
 
 
-@register_formula(aten.scatter_reduce, category="memory", bytes_rule=scatter_bytes)
+@register_formula(aten.scatter_reduce, category="copy", bytes_rule=scatter_bytes)
 def scatter_reduce_flop(self: Any, index: Any, reduce: str, **_: Any) -> int:
     # sum/prod/amax/amin: one op per source element used; mean also counts each source
     # element (n adds into a count tensor) and ATen then divides the whole output by the
@@ -240,24 +240,24 @@ def scatter_reduce_flop(self: Any, index: Any, reduce: str, **_: Any) -> int:
     return numel(index)
 
 
-@register_formula(aten.index_add, category="memory", bytes_rule=index_add_bytes)
+@register_formula(aten.index_add, category="copy", bytes_rule=index_add_bytes)
 def index_add_flop(source: Any, alpha: Any = 1, **_: Any) -> int:
     # one add per source element, and a multiply when scaled by alpha
     return (1 if alpha == 1 else 2) * numel(source)
 
 
-register_no_flops("memory", aten.index_copy, bytes_rule=index_copy_bytes)
+register_no_flops("copy", aten.index_copy, bytes_rule=index_copy_bytes)
 # a fill of the indexed slices: data movement
-register_no_flops("memory", aten.index_fill, bytes_rule=index_fill_bytes)
+register_no_flops("copy", aten.index_fill, bytes_rule=index_fill_bytes)
 
 
-@register_formula(aten.put, category="memory", bytes_rule=put_bytes)
+@register_formula(aten.put, category="copy", bytes_rule=put_bytes)
 def put_flop(index: Any, accumulate: bool = False, **_: Any) -> int:
     # x.flatten()[i] += v: one add per index element; x.flatten()[i] = v moves data only
     return numel(index) if accumulate else 0
 
 
-@register_formula(aten.index_put, category="memory", bytes_rule=index_put_bytes, get_raw=True)
+@register_formula(aten.index_put, category="copy", bytes_rule=index_put_bytes, get_raw=True)
 def index_put_flop(self: Any, indices: Any, accumulate: bool = False, **_: Any) -> int:
     # x[idx] += v: one add per indexed element; x[idx] = v moves data only
     return indexed_numel(self, indices) if accumulate else 0
@@ -609,12 +609,12 @@ register_no_flops(
     aten.new_empty_strided, aten.empty_permuted, aten.scalar_tensor,
     bytes_rule=no_bytes, kernels=0)
 register_no_flops(
-    "memory", aten.zeros, aten.zeros_like, aten.ones, aten.ones_like, aten.full,
+    "copy", aten.zeros, aten.zeros_like, aten.ones, aten.ones_like, aten.full,
     aten.full_like, aten.new_zeros, aten.new_ones, aten.new_full, aten.fill, aten.fill_,
     aten.zero_, aten.arange, aten.linspace, aten.tril_indices, aten.triu_indices, aten.eye,
     bytes_rule=write_only)
 register_no_flops(
-    "memory", aten._to_copy, aten.clone, aten.contiguous, aten.cat, aten.stack,
+    "copy", aten._to_copy, aten.clone, aten.contiguous, aten.cat, aten.stack,
     aten.constant_pad_nd, aten.slice_scatter, aten.select_scatter, aten.repeat,
     aten.tril, aten.triu, aten.flip, aten.roll, aten.lift_fresh_copy, aten.expand_copy,
     aten.permute_copy, aten.view_copy, aten.t_copy, aten.transpose_copy,
@@ -622,19 +622,19 @@ register_no_flops(
     aten.nonzero, aten.one_hot, aten.pad, aten.reflection_pad2d,
     aten.replication_pad2d, aten.masked_scatter, aten.diag_embed, aten.split_copy,
     aten.unbind_copy, aten.repeat_interleave, aten.im2col, aten.col2im)
-register_no_flops("memory", aten.copy_, aten.copy, bytes_rule=copy_from_src)
+register_no_flops("copy", aten.copy_, aten.copy, bytes_rule=copy_from_src)
 # a new tensor built from self and src, both read whole (as slice_scatter, select_scatter)
-register_no_flops("memory", aten.diagonal_scatter, aten.as_strided_scatter)
+register_no_flops("copy", aten.diagonal_scatter, aten.as_strided_scatter)
 # copies of a view read the view, not self: a one-column narrow_copy of a cache reads a column
-register_no_flops("memory", aten.narrow_copy, bytes_rule=view_copy_bytes(
+register_no_flops("copy", aten.narrow_copy, bytes_rule=view_copy_bytes(
     lambda b: b["self"].narrow(b["dim"], b["start"], b["length"])))
-register_no_flops("memory", aten.slice_copy, bytes_rule=view_copy_bytes(
+register_no_flops("copy", aten.slice_copy, bytes_rule=view_copy_bytes(
     lambda b: aten.slice.Tensor(b["self"], b["dim"], b["start"], b["end"], b["step"])))
-register_no_flops("memory", aten.select_copy, bytes_rule=view_copy_bytes(
+register_no_flops("copy", aten.select_copy, bytes_rule=view_copy_bytes(
     lambda b: b["self"].select(b["dim"], b["index"])))
-register_no_flops("memory", aten.diagonal_copy, bytes_rule=view_copy_bytes(
+register_no_flops("copy", aten.diagonal_copy, bytes_rule=view_copy_bytes(
     lambda b: b["self"].diagonal(b["offset"], b["dim1"], b["dim2"])))
-register_no_flops("memory", aten.as_strided_copy, bytes_rule=view_copy_bytes(
+register_no_flops("copy", aten.as_strided_copy, bytes_rule=view_copy_bytes(
     lambda b: b["self"].as_strided(b["size"], b["stride"], b["storage_offset"])))
-register_no_flops("memory", aten.index_select, aten.gather, aten.index, aten.take,
+register_no_flops("copy", aten.index_select, aten.gather, aten.index, aten.take,
                   bytes_rule=gather)

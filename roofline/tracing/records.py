@@ -54,7 +54,7 @@ class Category(str, Enum):
     UPSAMPLE = "upsample", False
     DROPOUT = "dropout", False
     OPTIMIZER = "optimizer", False
-    MEMORY = "memory", False  # copies, gathers, scatters, sorts
+    COPY = "copy", False  # copies, gathers, scatters, sorts (data movement: "memory" is a bound)
     VIEW = "view", False  # metadata only
     ALLOCATION = "allocation", False  # uninitialised memory
     LAYOUT = "layout", False  # transposes a library runs that are not PyTorch ops (cuDNN)
@@ -76,11 +76,16 @@ class Category(str, Enum):
         member = cls._value2member_map_.get(value) if isinstance(value, str) else None
         if member is None:
             known = ", ".join(c.value for c in cls)
-            raise ValueError(f"unknown op category {value!r} (known: {known}; a new category "
-                             "is added to roofline.tracing.Category, saying whether it runs "
-                             "on the matrix units)")
+            renamed = (" ('memory', the category of copies, is now 'copy': memory is a bound)"
+                       if value == LEGACY_COPY else "")
+            raise ValueError(f"unknown op category {value!r}{renamed} (known: {known}; a new "
+                             "category is added to roofline.tracing.Category, saying whether "
+                             "it runs on the matrix units)")
         return member  # type: ignore[return-value]
 
+
+#: What version-1 trace files called :attr:`Category.COPY`.
+LEGACY_COPY = "memory"
 
 #: The categories whose FLOPs run on the matrix units.
 MATRIX_CATEGORIES: frozenset[Category] = frozenset(c for c in Category if c.matrix)
@@ -403,6 +408,8 @@ class Trace:
         if not isinstance(meta, dict):
             raise ValueError("trace JSON: 'meta' must be an object")
         _check_field_names(names)
+        if version == 1:
+            _rename_legacy_copy(names, rows)
         ops = [_op_from_row(i, names, row) for i, row in enumerate(rows)]
         if version == 1:  # the capture's facts were free-form meta keys then
             info, meta = CaptureInfo.from_meta(meta)
@@ -528,6 +535,14 @@ def _check_field_names(names: list[str]) -> None:
 
 
 _STORAGE_FIELDS = [f.name for f in fields(Storage)]
+
+
+def _rename_legacy_copy(names: list[str], rows: list[Any]) -> None:
+    """A version-1 document's ``"memory"`` category (copies) is today's ``"copy"``."""
+    at = names.index("category")
+    for row in rows:
+        if isinstance(row, list) and len(row) == len(names) and row[at] == LEGACY_COPY:
+            row[at] = Category.COPY.value
 
 
 def _storages_from(data: dict[str, Any], n_ops: int) -> dict[int, Storage]:

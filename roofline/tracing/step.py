@@ -29,7 +29,7 @@ def trace(model_or_fn: Any, *args: Any, train: bool = False,
           loss_fn: Callable[[Any], torch.Tensor] | None = None,
           optimizer: torch.optim.Optimizer | None = None, fake: bool | None = None,
           attention: AttentionMode = "fused", parallel: str | Parallel | None = None,
-          gpus: int | None = None, **kwargs: Any) -> Trace:
+          gpus: int | None = None, per_gpu_inputs: bool = False, **kwargs: Any) -> Trace:
     """Capture the ops of one step of ``model_or_fn(*args, **kwargs)``.
 
     Parameters
@@ -75,6 +75,9 @@ def trace(model_or_fn: Any, *args: Any, train: bool = False,
         ``parallel=``, inside its initialised process group, with ``fake=False``.
     gpus : the world size for ``parallel=``; None inside an initialised process group (its
         world size is used, and the group is left as it was).
+    per_gpu_inputs : with ``parallel=``, the inputs are one GPU's share (its per-GPU batch)
+        rather than the global batch: data parallelism's global batch is then ``gpus``
+        times theirs, and nothing is split.
 
     Returns
     -------
@@ -95,10 +98,11 @@ def trace(model_or_fn: Any, *args: Any, train: bool = False,
                 "parallel=, inside its own process group")
         return parallel_step(unwrap_compiled(model_or_fn), args, kwargs, parallel=parallel,
                              gpus=gpus, train=train, loss_fn=loss_fn, optimizer=optimizer,
-                             attention=attention)
-    if gpus is not None:
-        raise ValueError("gpus= is the world size of a parallel trace: pass parallel='ddp', "
-                         "'fsdp' or 'tp' with it")
+                             attention=attention, rank_inputs=per_gpu_inputs)
+    if gpus is not None or per_gpu_inputs:
+        what = "gpus= is the world size" if gpus is not None else "per_gpu_inputs= describes"
+        raise ValueError(f"{what} of a parallel trace: pass parallel='ddp', 'fsdp' or 'tp' "
+                         "with it")
     return traced_step(model_or_fn, args, kwargs, train=train, loss_fn=loss_fn,
                        optimizer=optimizer, fake=bool(fake), attention=attention)
 

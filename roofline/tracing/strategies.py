@@ -245,7 +245,7 @@ def _fsdp(model: nn.Module, options: Parallel, wrapping: Wrapping) -> nn.Module:
               torch.ops.fsdp.chunk_cat]
     new = [op for op in copies if lookup(op.default) is None]
     if new:
-        register_no_flops("memory", *new)
+        register_no_flops("copy", *new)
 
     if not any(p.requires_grad for p in model.parameters()):
         raise ValueError(f"FSDP cannot wrap {type(model).__name__}: it has no parameters "

@@ -10,11 +10,11 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from roofline._si import si
+from roofline.analysis.batch import MaxBatch
+from roofline.analysis.fit import fits
 from roofline.analysis.memory import (
-    MaxBatch,
     MemoryReport,
     _timeline,  # the report's own liveness rule, so that the stack sums to its timeline
-    fits,
     memory,
 )
 from roofline.hardware import DeviceSpec, get_device
