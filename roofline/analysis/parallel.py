@@ -20,6 +20,7 @@ strategy (DDP, FSDP, TP) does to the batch and the schedule is its
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -175,17 +176,33 @@ class ParallelAnalysis:
         return html_table(["ParallelAnalysis", title], [list(r) for r in self._summary()])
 
 
-def _baseline(one_gpu: Trace | Analysis | float | None, device: DeviceSpec,
-              options: dict[str, Any]) -> float | None:
-    if one_gpu is None:
-        return None
-    if isinstance(one_gpu, Trace):
-        return analyze(one_gpu, device, **options).seconds
+def _baseline(one_gpu: Trace | Analysis | float | None, one_gpu_batch: int | None,
+              rank_batch: int | None, device: DeviceSpec, options: dict[str, Any],
+              ) -> tuple[float | None, int | None]:
+    """The single-GPU step's seconds and batch (the batch a trace or analysis ran, else
+    ``one_gpu_batch``, else the parallel trace's per-rank batch)."""
+    if one_gpu_batch is not None and (isinstance(one_gpu_batch, bool) or not isinstance(
+            one_gpu_batch, int) or one_gpu_batch < 1):
+        raise ValueError(f"one_gpu_batch={one_gpu_batch!r}: expected a whole number >= 1")
+    traced: int | None = None
     if isinstance(one_gpu, Analysis):
-        return one_gpu.seconds
-    if isinstance(one_gpu, (int, float)) and not isinstance(one_gpu, bool) and one_gpu > 0:
-        return float(one_gpu)
-    raise TypeError(f"one_gpu= takes a Trace, an Analysis or seconds > 0, got {one_gpu!r}")
+        seconds: float | None = one_gpu.seconds
+        traced = one_gpu.trace.info.batch
+    elif isinstance(one_gpu, Trace):
+        seconds = analyze(one_gpu, device, **options).seconds
+        traced = one_gpu.info.batch
+    elif one_gpu is None:
+        seconds = None
+    elif (isinstance(one_gpu, (int, float)) and not isinstance(one_gpu, bool)
+          and math.isfinite(one_gpu) and one_gpu > 0):
+        seconds = float(one_gpu)
+    else:
+        raise TypeError(f"one_gpu= takes a Trace, an Analysis or finite seconds > 0, got "
+                        f"{one_gpu!r}")
+    if traced and one_gpu_batch is not None and one_gpu_batch != traced:
+        raise ValueError(f"one_gpu_batch={one_gpu_batch}, but the single-GPU trace ran a batch "
+                         f"of {traced}; leave one_gpu_batch out (the trace says its batch)")
+    return seconds, one_gpu_batch or traced or rank_batch or None
 
 
 def parallel(trace: Trace, device: str | DeviceSpec, *, nodes: int = 1,
@@ -206,7 +223,8 @@ def parallel(trace: Trace, device: str | DeviceSpec, *, nodes: int = 1,
         each rank keeps the traced per-rank batch). Other parallelisms must be traced at
         the size they are costed at.
     one_gpu : the single-GPU step to compare with (a Trace, its Analysis, or seconds), and
-        ``one_gpu_batch`` its batch (default: the trace's per-rank batch).
+        ``one_gpu_batch`` its batch: a trace's own batch where it says one (a different
+        ``one_gpu_batch`` is refused), else the parallel trace's per-rank batch.
     options : :class:`~roofline.analysis.options.Options` for the compute ops.
     """
     if not isinstance(trace, Trace):
@@ -225,7 +243,8 @@ def parallel(trace: Trace, device: str | DeviceSpec, *, nodes: int = 1,
     strategy = STRATEGIES.get(trace.info.parallel or "")
     if strategy is not None and strategy.schedule_note:
         notes.append(strategy.schedule_note)
-    rank_batch = trace.info.rank_batch
+    one_seconds, one_batch = _baseline(one_gpu, one_gpu_batch, trace.info.rank_batch, spec,
+                                       options)
     return ParallelAnalysis(
         trace=trace, device=spec, topology=top, analysis=a,
         parallel=trace.info.parallel or "traced", gpus=max(world, 1),
@@ -233,8 +252,7 @@ def parallel(trace: Trace, device: str | DeviceSpec, *, nodes: int = 1,
         comm_seconds=comm, start=start, end=end, seconds=device_seconds + a.host_seconds,
         compute_total_seconds=busy, communication_seconds=float(comm.sum()),
         exposed_communication_seconds=max(device_seconds - busy, 0.0),
-        one_gpu_seconds=_baseline(one_gpu, spec, options),
-        one_gpu_batch=one_gpu_batch if one_gpu_batch is not None else (rank_batch or None),
+        one_gpu_seconds=one_seconds, one_gpu_batch=one_batch,
         assumptions=list(dict.fromkeys(notes + a.assumptions)),
         settings={"nics": nics, "nic_bits_per_s": nic_bits_per_s, **options})
 

@@ -92,6 +92,13 @@ class _Schema:
         return bound
 
 
+def _local(t: Any) -> Any:
+    """The tensor whose storage holds ``t``'s data on this rank: a DTensor's local shard
+    (its own storage reports the global size, which no rank holds), else ``t``."""
+    local = getattr(t, "_local_tensor", None)
+    return local if isinstance(local, torch.Tensor) else t
+
+
 def _tensors(x: Any) -> list[torch.Tensor]:
     return [t for t in tree_flatten(x)[0] if isinstance(t, torch.Tensor)]
 
@@ -179,6 +186,7 @@ class _Recorder(TorchDispatchMode):
         self.storages: list[Storage] = []  # by storage id
         self._weak_refs: list[int] = []  # released on exit (see _storage_id)
         self._cast_copies: dict[int, int] = {}  # storage id -> weak ref (see _note_casts)
+        self._resized: set[int] = set()  # storages resized in place (see _storage_resizes)
         self._module_cache: tuple[frozenset[str], int, str] = (frozenset(), 0, "")
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
@@ -234,14 +242,21 @@ class _Recorder(TorchDispatchMode):
                 self._weak_refs.append(storage._weak_ref())  # type: ignore[arg-type]
             size = storage.nbytes() if storage is not None else t.numel() * t.element_size()
             here = len(self.ops)
+            made = written or key in self._resized  # a view of a storage resized just now
+            self._resized.discard(key)
             self.storages.append(Storage(int(size), str(t.dtype).removeprefix("torch."),
-                                         here, here, written))
+                                         here, here, made))
         else:
             entry = self.storages[sid]
             if entry.first < 0:  # tagged (an optimizer's state) before an op used it
                 entry.first = len(self.ops)
             entry.last = len(self.ops)
         return sid
+
+    def resized(self, key: int) -> None:
+        """A storage was resized in place: its next use is a new allocation, made here."""
+        self._storage_ids.pop(key, None)
+        self._resized.add(key)
 
     def _note_casts(self, func: Any, args: tuple[Any, ...], writes: list[torch.Tensor]) -> None:
         """Watch the copies autocast's cast cache may hold past their last use.
@@ -285,7 +300,7 @@ class _Recorder(TorchDispatchMode):
         an unused parameter still takes memory.
         """
         rank = STORAGE_KINDS.index(kind)
-        for t in tensors:
+        for t in map(_local, tensors):
             if not isinstance(t, torch.Tensor):
                 continue
             try:
@@ -540,6 +555,30 @@ def _dtensor_inference_unrecorded() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def _storage_resizes(recorder: _Recorder) -> Iterator[None]:
+    """Each allocation of a storage that is resized in place is a storage of its own.
+
+    FSDP2 keeps one unsharded tensor per parameter and gives it memory only while it is
+    needed: ``storage.resize_(n)`` after the all-gather, ``resize_(0)`` once the layer is
+    done (``_fully_shard/_fsdp_param.py``: ``alloc_storage``, ``free_storage``). Those are
+    no ATen ops, so ``UntypedStorage.resize_`` is watched while the capture records: a
+    resize ends the storage's current entry, and its next use starts a new one, which
+    lives from the op that writes it to its last use, as an allocation does.
+    """
+    original = torch.UntypedStorage.resize_
+
+    def resize_(self: torch.UntypedStorage, size: int) -> Any:
+        recorder.resized(self._cdata)
+        return original(self, size)
+
+    torch.UntypedStorage.resize_ = resize_  # type: ignore[method-assign,assignment]
+    try:
+        yield
+    finally:
+        torch.UntypedStorage.resize_ = original  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
 def _dynamo_disabled() -> Iterator[None]:
     """Run ``torch.compile``d code eagerly, so its ops are seen once, at ATen level."""
     dynamo = sys.modules.get("torch._dynamo")
@@ -594,6 +633,7 @@ class Capture:
 
             stack.callback(register_optimizer_step_pre_hook(pre).remove)
             stack.callback(register_optimizer_step_post_hook(post).remove)
+            stack.enter_context(_storage_resizes(recorder))
             stack.enter_context(recorder)
         except BaseException:
             stack.close()

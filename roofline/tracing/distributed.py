@@ -36,7 +36,7 @@ from roofline.tracing.attention import AttentionAs, AttentionMode
 from roofline.tracing.capture import Capture
 from roofline.tracing.fake import DATA_DEPENDENT, _active_fake_mode, _Faker, modules_of
 from roofline.tracing.records import Trace
-from roofline.tracing.run import captured_info, model_name, run_step
+from roofline.tracing.run import captured_info, leading_dim, model_name, run_step
 from roofline.tracing.strategies import (
     Buckets,
     Parallel,
@@ -107,13 +107,6 @@ def split_batch(args: tuple[Any, ...], kwargs: dict[str, Any], world: int,
     return args, kwargs, batch
 
 
-def _leading(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
-    """The first dimension of the first tensor input (0: none)."""
-    tensors = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)
-               and t.dim() > 0]
-    return int(tensors[0].shape[0]) if tensors else 0
-
-
 def _fake_copy(model: nn.Module, fake: _Faker) -> nn.Module:
     """A deep copy of ``model`` whose parameters and buffers are fakes (the model is not
     touched; meta parameters become fake CPU ones)."""
@@ -126,14 +119,35 @@ def _fake_copy(model: nn.Module, fake: _Faker) -> nn.Module:
         return copy.deepcopy(model, memo)
 
 
-def _rebuilt_optimizer(optimizer: torch.optim.Optimizer | None,
-                       params: list[nn.Parameter]) -> torch.optim.Optimizer | None:
-    """The user's optimizer class and defaults, on the wrapped model's parameters."""
+def _rebuilt_optimizer(optimizer: torch.optim.Optimizer | None, model: nn.Module,
+                       wrapped: nn.Module) -> torch.optim.Optimizer | None:
+    """The user's optimizer, its class, defaults and param groups, on the wrapped model.
+
+    Each group keeps its own settings (lr, momentum...) and holds the wrapped model's
+    parameters that stand for its own, found by name (DDP prefixes ``module.``; FSDP2 and
+    tensor parallelism keep the names): an optimizer over the head alone stays one.
+    """
     if optimizer is None:
         return None
+    names = {id(p): n for n, p in model.named_parameters(remove_duplicate=False)}
+    placed = {n.removeprefix("module."): p
+              for n, p in wrapped.named_parameters(remove_duplicate=False)}
+    groups = []
+    for group in optimizer.param_groups:
+        params = []
+        for p in group["params"]:
+            name = names.get(id(p))
+            if name is None or name not in placed:
+                raise ValueError(
+                    f"the optimizer holds a parameter of shape {tuple(p.shape)} that is not "
+                    f"one of {type(model).__name__}'s: a parallel trace rebuilds the "
+                    "optimizer on the wrapped model's parameters, so it must optimise the "
+                    "traced model's own")
+            params.append(placed[name])
+        groups.append({**{k: v for k, v in group.items() if k != "params"}, "params": params})
     accepted = inspect.signature(type(optimizer).__init__).parameters
     defaults = {k: v for k, v in optimizer.defaults.items() if k in accepted}
-    return type(optimizer)(params, **defaults)
+    return type(optimizer)(groups, **defaults)
 
 
 def _wrapper(fn: Any) -> str | None:
@@ -195,7 +209,7 @@ def parallel_step(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any
         buckets = Buckets()
         with _disable_current_modes(), mode:
             wrapped = strategy.wrap(copied, options, Wrapping(world, mesh, buckets))
-            opt = _rebuilt_optimizer(optimizer, list(wrapped.parameters()))
+            opt = _rebuilt_optimizer(optimizer, model, wrapped)
             _warm_up(name, strategy, wrapped, fargs, fkwargs, train, loss_fn, opt, buckets)
         cap = Capture(warn=True)
         cap.modules = [wrapped]
@@ -223,7 +237,7 @@ def _rank_share(strategy: Strategy, args: tuple[Any, ...], kwargs: dict[str, Any
     if strategy.splits_batch and not rank_inputs:
         args, kwargs, batch = split_batch(args, kwargs, world)
         return args, kwargs, batch, batch // world
-    rank_batch = _leading(args, kwargs)
+    rank_batch = leading_dim(args, kwargs)
     return args, kwargs, rank_batch * (world if strategy.splits_batch else 1), rank_batch
 
 

@@ -672,12 +672,20 @@ def _warm_up(optimizer: torch.optim.Optimizer, mode: FakeTensorMode) -> None:
     step: Callable[..., Any] = type(optimizer).step
     # Optimizer.__init__ wraps the class's step with the hook runner and marks it
     unhooked = step.__wrapped__ if getattr(step, "hooked", False) else None  # type: ignore[attr-defined]
-    with _disable_current_modes(), mode:
+    try:
+        with _disable_current_modes(), mode:
+            for p in params:
+                p.grad = torch.zeros_like(p)
+            if unhooked is not None:
+                unhooked(optimizer)
+            else:
+                optimizer.step()
+    except DATA_DEPENDENT as e:
+        raise FakeModeError(
+            f"fake=True: {type(optimizer).__name__}.step() reads tensor values ({e}: an "
+            ".item() on its state or on a parameter's norm), which fake tensors do not "
+            "have. Trace with real tensors (fake=False), or take one real optimizer step "
+            "first: state that exists before the trace keeps its values") from e
+    finally:
         for p in params:
-            p.grad = torch.zeros_like(p)
-        if unhooked is not None:
-            unhooked(optimizer)
-        else:
-            optimizer.step()
-    for p in params:
-        p.grad = None
+            p.grad = None

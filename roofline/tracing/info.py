@@ -31,7 +31,8 @@ class CaptureInfo:
     parallel : the parallel strategy of a parallel trace (``"ddp"``, ``"fsdp"``, ``"tp"``;
         see :data:`roofline.tracing.strategies.STRATEGIES`); None for one GPU.
     world_size : ranks of a parallel trace.
-    batch : the global batch of a parallel trace (all ranks).
+    batch : the batch: the first dimension of the first tensor input (of a parallel
+        trace, the global batch over all ranks); None when no input has one.
     rank_batch : the batch rank 0 ran.
     buckets : bytes of each DDP gradient bucket, in order.
     """

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+from torch.utils._pytree import tree_flatten
 
 from roofline._errors import RooflineWarning
 from roofline.tracing.attention import AttentionAs
@@ -37,6 +38,13 @@ def model_name(fn: Any) -> str:
     if isinstance(fn, torch.nn.Module):
         return type(fn).__name__
     return str(getattr(fn, "__name__", type(fn).__name__))
+
+
+def leading_dim(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
+    """The first dimension of the first tensor input with one: the batch (0: none)."""
+    tensors = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)
+               and t.dim() > 0]
+    return int(tensors[0].shape[0]) if tensors else 0
 
 
 def loss_of(out: Any, loss_fn: Callable[[Any], torch.Tensor] | None) -> torch.Tensor:

@@ -18,6 +18,7 @@ from roofline.tracing.records import Trace
 from roofline.tracing.run import (
     captured_info,
     check_grad_mode,
+    leading_dim,
     model_name,
     run_step,
     unwrap_compiled,
@@ -69,7 +70,8 @@ def trace(model_or_fn: Any, *args: Any, train: bool = False,
         fake process group and fake tensors (see :mod:`roofline.tracing.distributed`).
         The inputs are the global batch: data parallelism gives each rank ``batch / gpus``
         (an error when it does not divide); tensor parallelism gives each the whole batch.
-        ``optimizer`` is rebuilt (its class and defaults) on the wrapped parameters. Every
+        ``optimizer`` is rebuilt (its class, defaults and param groups, each group's
+        parameters found by name) on the wrapped parameters. Every
         collective is an op of the trace (category ``collective``); cost it with
         :func:`roofline.parallel`. A model you wrapped yourself is traced without
         ``parallel=``, inside its initialised process group, with ``fake=False``.
@@ -135,7 +137,8 @@ def traced_step(model_or_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
             raise FakeModeError(
                 f"{name} ran an op whose result depends on tensor values ({e}); fake "
                 "tensors have no values. Trace it with real tensors (fake=False).") from e
-    cap.trace.info = captured_info(name, train=train, fake=fake, attend=attend)
+    cap.trace.info = captured_info(name, train=train, fake=fake, attend=attend,
+                                   batch=leading_dim(args, kwargs) or None)
     return cap.trace
 
 
@@ -150,8 +153,16 @@ def _prepare(fn: Any, *, train: bool, fake: bool,
         for root in modules_of(fn, deep=False):
             for p in root.parameters():
                 p.grad = None
-    if optimizer is not None and not optimizer.state:
+    if optimizer is not None and not optimizer.state and _keeps_state(optimizer):
         warnings.warn(
             "the optimizer has no state yet: this first step also initialises it (zeros_like "
             "per parameter), which later steps do not; trace a later step, or use fake=True "
             "(it traces a steady-state step)", RooflineWarning, stacklevel=4)
+
+
+def _keeps_state(optimizer: torch.optim.Optimizer) -> bool:
+    """Whether the optimizer's step makes state: SGD keeps a momentum buffer only when a
+    group has momentum (``torch/optim/sgd.py``: ``if group["momentum"] != 0``)."""
+    if isinstance(optimizer, torch.optim.SGD):
+        return any(g.get("momentum", 0) != 0 for g in optimizer.param_groups)
+    return True
