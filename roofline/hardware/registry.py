@@ -146,20 +146,29 @@ def _is_filler(word: str, spec: DeviceSpec) -> bool:
         words = _tokens(spec.form_factor or "")
         return word in words or (word == "sxm" and any(t.startswith("sxm") for t in words))
     if size := _MEMORY_SIZE_WORD.fullmatch(word):
-        if not spec.memory_bytes:
-            return False
-        number = float(size.group(1))
-        return any(abs(number * unit - spec.memory_bytes) <= _MEMORY_SIZE_TOLERANCE
-                   * spec.memory_bytes for unit in (1e9, 2.0**30))
+        return _agrees_memory_size(float(size.group(1)), spec.memory_bytes)
     if kind := _MEMORY_TYPE_WORD.fullmatch(word):
         memory = normalise(spec.memory_type or "")
         return bool(memory) and word in (memory, kind.group(1)) and memory.startswith(kind.group(1))
     if spec.kind == "cpu":
-        cores = _CORES_WORD.fullmatch(word)
-        if cores:
-            return spec.compute_units in (None, int(cores.group(1)))
-        return word in ("cpu", "processor") or bool(_CLOCK_WORD.fullmatch(word))
+        return _is_cpu_filler(word, spec.compute_units)
     return word == "gpu" and spec.kind == "gpu"
+
+
+def _agrees_memory_size(number: float, memory_bytes: float | None) -> bool:
+    """Whether ``number`` GB (or GiB) is ``memory_bytes``, within the tolerance."""
+    if not memory_bytes:
+        return False
+    return any(abs(number * unit - memory_bytes) <= _MEMORY_SIZE_TOLERANCE * memory_bytes
+               for unit in (1e9, 2.0**30))
+
+
+def _is_cpu_filler(word: str, compute_units: int | None) -> bool:
+    """"CPU", "processor", a clock, or the core count of a CPU with ``compute_units`` cores."""
+    cores = _CORES_WORD.fullmatch(word)
+    if cores:
+        return compute_units in (None, int(cores.group(1)))
+    return word in ("cpu", "processor") or bool(_CLOCK_WORD.fullmatch(word))
 
 
 @dataclass
