@@ -368,7 +368,9 @@ class DeviceSpec(BaseModel):
         the same way (their share of the datasheet is kept): a new bandwidth scales the
         measured bandwidths, a new matrix or vector peak the measurements of that dtype, a
         new ``boost_clock_hz`` the sustained clock; a removed peak drops its measurements.
-        Pass ``achievable`` to set them instead.
+        On a device with no rated boost, a new ``boost_clock_hz`` leaves the measured
+        sustained clock as it is, or drops it with a note where it does not fit the new
+        boost (:data:`CLOCK_MARGIN`). Pass ``achievable`` to set them instead.
 
         Raises
         ------

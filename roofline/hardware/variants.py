@@ -21,7 +21,9 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from roofline.hardware.measured import Achievable, Measured
+from roofline.hardware.checks import check_sustained_clock
+from roofline.hardware.measured import CLOCK_MARGIN, Achievable, Measured
+from roofline.hardware.units import format_quantity
 
 __all__ = ["Moves", "follow", "overridden", "scaled"]
 
@@ -161,8 +163,35 @@ def overridden(before: SpecData, achievable: Achievable | None, fields: Mapping[
         matrix=_moved(before["matrix_flops_per_s"], after["matrix_flops_per_s"]),
         vector=_moved(before["vector_flops_per_s"], after["vector_flops_per_s"]),
     )
-    return follow(after, moves, fp16_accumulate=before["fp16_accumulate_flops_per_s"],
+    data = follow(after, moves, fp16_accumulate=before["fp16_accumulate_flops_per_s"],
                   achievable=achievable, keep=fields)
+    if before["boost_clock_hz"] is None and "achievable" not in fields:
+        _fit_unrated_clock(data)
+    return data
+
+
+def _fit_unrated_clock(data: SpecData) -> None:
+    """A sustained clock measured on a device with no rated boost, now that one is set.
+
+    It did not follow the new boost (a measurement of the chip, with nothing to keep a
+    share of): it stays as measured where it fits the boost as any measurement must
+    (:func:`~roofline.hardware.checks.check_sustained_clock`), and is dropped, with a note
+    saying why, where it does not.
+    """
+    boost, achievable = data["boost_clock_hz"], data["achievable"]
+    clock = achievable["sustained_clock_hz"] if achievable is not None else None
+    if boost is None or clock is None:
+        return
+    try:
+        check_sustained_clock(clock["value"], boost)
+    except ValueError:
+        data["achievable"] = {**achievable, "sustained_clock_hz": None}
+        data["notes"] = [*data["notes"], (
+            f"achievable.sustained_clock_hz = {format_quantity(clock['value'], 'hz')} "
+            f"(measured, {clock['source']}) dropped: the device had no rated boost_clock_hz, "
+            f"and the measurement is {clock['value'] / boost:.3g}x the boost_clock_hz = "
+            f"{format_quantity(boost, 'hz')} set by with_overrides(), outside the 0.01x to "
+            f"{CLOCK_MARGIN:g}x (CLOCK_MARGIN) a measured clock may be of its rated boost.")]
 
 
 def _ratio(before: Mapping[str, Any], after: Mapping[str, Any], key: str) -> float | None:
