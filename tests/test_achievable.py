@@ -337,3 +337,40 @@ def test_overriding_a_peak_keeps_the_share_of_its_measurement() -> None:
     assert bf16 is not None and bf16.value == pytest.approx(500e12 * 794.5 / 989.4)
     fp8 = figures(slower).matrix("fp8")  # untouched peak, untouched measurement
     assert fp8 is not None and fp8.value == pytest.approx(1402.6e12)
+
+
+def test_a_new_boost_clock_follows_into_the_measured_sustained_clock() -> None:
+    a40 = get_device("A40")  # rated 1740 MHz, held 1717.5 MHz
+    faster = a40.with_overrides(boost_clock_hz="1914 MHz")
+    clock = figures(faster).clock()
+    assert clock is not None and clock.value == pytest.approx(1717.5e6 * 1.1)
+    assert clock.share == pytest.approx(1717.5 / 1740)
+
+
+def test_a_boost_clock_set_where_none_was_rated_keeps_the_measured_clock() -> None:
+    """H200 SXM lists no rated boost; its sustained clock is a measurement of the chip, so a
+    new rated boost does not rescale it: it stays as measured where it fits the new boost
+    (within CLOCK_MARGIN), and is dropped with a note saying why where it does not."""
+    h200 = get_device("H200 SXM")
+    assert h200.boost_clock_hz is None and h200.achievable is not None
+    measured = h200.achievable.sustained_clock_hz
+    assert measured is not None and measured.value == 1.98e9
+    rated = h200.with_overrides(boost_clock_hz="1980 MHz")
+    clock = figures(rated).clock()
+    assert clock is not None and clock.value == 1.98e9 and clock.share == pytest.approx(1.0)
+    assert rated.notes == h200.notes
+    slow = h200.with_overrides(boost_clock_hz="1.1 GHz")  # was DeviceSpecError
+    assert slow.boost_clock_hz == 1.1e9 and figures(slow).clock() is None
+    assert slow.achievable is not None
+    assert slow.achievable.bandwidth_bytes_per_s == h200.achievable.bandwidth_bytes_per_s
+    note = slow.notes[-1]
+    assert slow.notes[:-1] == h200.notes
+    assert "achievable.sustained_clock_hz" in note and "dropped" in note
+    assert "1.98 GHz" in note and "1.1 GHz" in note and "1.8x" in note
+    assert "no rated boost_clock_hz" in note
+    edge = h200.with_overrides(boost_clock_hz="1.65 GHz")  # 1.98 / 1.65 = CLOCK_MARGIN: fits
+    clock = figures(edge).clock()
+    assert clock is not None and clock.value == 1.98e9 and edge.notes == h200.notes
+    # figures the caller gives are checked as given, not dropped
+    with pytest.raises(DeviceSpecError, match="clock margin"):
+        h200.with_overrides(boost_clock_hz="1.1 GHz", achievable=h200.achievable.model_dump())

@@ -451,3 +451,50 @@ def test_ridge_point_matches_datasheet(name: str, dtype: str, engine: str, ridge
 def test_h100_ridge_point_is_295_flop_per_byte() -> None:
     # NVIDIA's H100 SXM datasheet: 989.4 dense BF16 TFLOPS, 3.35 TB/s; 989.4 / 3.35 = 295.3
     assert get_device("H100 SXM").ridge_point("bf16") == pytest.approx(295.3, abs=0.05)
+
+
+# --------------------------------------------------------------------------- the split of spec.py
+SPEC_NAMES = [
+    "Kind", "DEFAULT_LAUNCH_OVERHEAD_SECONDS", "RIDGE_BANDS_FLOP_PER_BYTE",
+    "MEMORY_BANDWIDTH_FLOORS", "BANDWIDTH_PER_CAPACITY_FLOORS", "LAUNCH_OVERHEAD_BAND_SECONDS",
+    "FlopsPerS", "MeasuredFlopsPerS", "BytesPerS", "MemoryBytesPerS", "Bytes", "CacheBytes",
+    "Hertz", "Watts", "Seconds", "Interconnect", "HostLink", "CLOCK_MARGIN",
+    "DRAM_LATENCY_BAND_SECONDS", "BandwidthPattern", "Measured", "Achievable", "DeviceSpec",
+    "DeviceSpecError", "validate_device", "device_file_schema", "device_file_schema_json",
+]  # fmt: skip
+
+
+def test_names_spec_py_defined_before_its_split_still_import_from_it() -> None:
+    import roofline.hardware
+    import roofline.hardware.spec as spec
+
+    missing = [name for name in SPEC_NAMES if not hasattr(spec, name)]
+    assert not missing
+    for name in roofline.hardware.__all__:
+        assert hasattr(roofline.hardware, name)
+
+
+def test_bandwidth_patterns_are_declared_once() -> None:
+    from typing import get_args
+
+    from roofline.analysis import rates
+    from roofline.hardware import achievable, measured
+
+    assert achievable.Pattern is measured.BandwidthPattern
+    assert rates.Pattern is measured.AccessPattern
+    assert get_args(measured.BandwidthPattern) == ("read", "copy", "triad", "stream_app")
+
+
+@pytest.mark.parametrize(("efficiency", "message"), [
+    ({"compute": 0.5}, "unknown efficiency key 'compute'; expected matrix, vector or memory"),
+    ({"matrix": 1.5}, r"efficiency\['matrix'\] = 1.5 is not in \(0, 1\]"),
+    ({"memory": 0.0}, r"efficiency\['memory'\] = 0.0 is not in \(0, 1\]"),
+])
+def test_efficiency_is_checked_in_one_place(efficiency: dict[str, float], message: str) -> None:
+    """A device's efficiency and the analysis option get the same check and message."""
+    from roofline.analysis.options import Options
+
+    with pytest.raises(ValidationError, match=message):
+        DeviceSpec.model_validate(minimal(efficiency=efficiency))
+    with pytest.raises(ValueError, match=message):
+        Options(efficiency=efficiency)

@@ -497,3 +497,106 @@ def test_registration_does_not_leak_second() -> None:
     with pytest.raises(UnknownDeviceError):
         get_device("Leaky")
     assert get_device("h100").tdp_watts == 700
+
+
+# ------------------------------------------------- clashes between sources (issue 22, item 8)
+def _folder(tmp_path: Path, name: str, files: dict[str, Any]) -> Path:
+    folder = tmp_path / name
+    folder.mkdir()
+    for file_name, content in files.items():
+        write_yaml(folder / file_name, content)
+    return folder
+
+
+@pytest.mark.usefixtures("isolated_registry")
+def test_a_user_file_clashing_with_a_registered_device_is_skipped_alone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """register_device(), then a user folder whose file reuses its alias: the file is
+    skipped with a warning naming it, and every other lookup keeps working."""
+    proto = register_device(device("Prototype", aliases=["proto-1"]))
+    folder = _folder(tmp_path, "later", {
+        "clash.yaml": [device("Other GPU", aliases=["proto 1"]), device("Innocent GPU")],
+        "good.yaml": device("Good GPU"),
+    })
+    monkeypatch.setenv("ROOFLINE_DEVICES_DIR", str(folder))
+    with pytest.warns(DeviceFileWarning) as record:
+        assert get_device("h100").name == "H100 SXM"
+    assert len(record) == 1
+    message = str(record[0].message)
+    assert str(folder / "clash.yaml") in message and "field 'aliases'" in message
+    assert "'proto 1'" in message and "'Prototype'" in message and "register_device()" in message
+    names = {spec.name for spec in list_devices()}
+    assert "Good GPU" in names and not {"Other GPU", "Innocent GPU"} & names  # whole file
+    assert get_device("proto-1") is proto and get_device("Prototype") is proto
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        get_device("a100")  # reported once
+
+
+@pytest.mark.usefixtures("isolated_registry")
+def test_a_registered_device_clashing_with_two_user_files_skips_both(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    proto = register_device(device("Prototype", aliases=["proto-1", "proto-2"]))
+    folder = _folder(tmp_path, "two", {"a.yaml": device("A GPU", aliases=["proto 1"]),
+                                       "b.yaml": device("B GPU", aliases=["PROTO-2"]),
+                                       "c.yaml": device("C GPU")})
+    monkeypatch.setenv("ROOFLINE_DEVICES_DIR", str(folder))
+    with pytest.warns(DeviceFileWarning) as record:
+        names = {spec.name for spec in list_devices()}
+    assert sorted(Path(str(w.message).split(": ")[0].removeprefix("skipped device file ")).name
+                  for w in record) == ["a.yaml", "b.yaml"]
+    assert "C GPU" in names and not {"A GPU", "B GPU"} & names
+    assert get_device("proto 2") is proto
+
+
+@pytest.mark.usefixtures("isolated_registry")
+def test_registering_then_changing_folders_and_registering_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = _folder(tmp_path, "first", {"lab.yaml": device("Lab GPU", aliases=["lab-0"])})
+    second = _folder(tmp_path, "second", {"clash.yaml": device("Rival GPU", aliases=["proto"])})
+    monkeypatch.setenv("ROOFLINE_DEVICES_DIR", str(first))
+    proto = register_device(device("Prototype", aliases=["proto"]))
+    assert get_device("lab 0").name == "Lab GPU"
+    monkeypatch.setenv("ROOFLINE_DEVICES_DIR", str(second))
+    with pytest.warns(DeviceFileWarning, match="clash.yaml"):
+        assert get_device("proto") is proto
+    # registering in the new folder: checked against what is there now
+    later = register_device(device("Later GPU", aliases=["later"]))
+    with pytest.raises(DeviceSpecError, match=r"field 'aliases'.*'Prototype'.*register_device"):
+        register_device(device("Copycat", aliases=["proto"]))
+    assert get_device("later") is later and get_device("t4").name == "T4"
+    monkeypatch.setenv("ROOFLINE_DEVICES_DIR", str(first))  # back: nothing clashes there
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert get_device("lab 0").name == "Lab GPU"
+        assert get_device("proto") is proto and get_device("later") is later
+
+
+@pytest.mark.usefixtures("isolated_registry")
+def test_a_registered_device_replaces_a_user_device_of_its_name(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same name is a replacement, not a clash: the file's other devices stay."""
+    lab = register_device(device("Lab GPU", memory_bytes="64 GB"))
+    folder = _folder(tmp_path, "lab", {"lab.yaml": [device("Lab GPU", aliases=["lab-0"]),
+                                                    device("Lab GPU 2")]})
+    monkeypatch.setenv("ROOFLINE_DEVICES_DIR", str(folder))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert get_device("Lab GPU") is lab and get_device("Lab GPU 2").vendor == "Acme"
+
+
+@pytest.mark.usefixtures("isolated_registry")
+@pytest.mark.parametrize(("files", "skipped", "kept"), [
+    ({"a.yaml": device("A GPU", aliases=["shared"]), "b.yaml": device("B GPU", aliases=["Shared"])},
+     "b.yaml", "A GPU"),
+    ({"a.yaml": device("A GPU", aliases=["t4"]), "b.yaml": device("B GPU")}, "a.yaml", "B GPU"),
+])
+def test_user_files_clashing_with_each_other_or_the_shipped_data(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files: dict[str, Any], skipped: str,
+        kept: str) -> None:
+    folder = _folder(tmp_path, "clashing", files)
+    monkeypatch.setenv("ROOFLINE_DEVICES_DIR", str(folder))
+    with pytest.warns(DeviceFileWarning) as record:
+        assert get_device("h100").name == "H100 SXM"
+    assert len(record) == 1 and str(folder / skipped) in str(record[0].message)
+    assert get_device(kept).vendor == "Acme" and get_device("t4").name == "T4"

@@ -6,11 +6,16 @@ import math
 from dataclasses import dataclass
 from typing import Literal, get_args
 
+from roofline.hardware.checks import EFFICIENCY_KEYS, check_efficiency
+
+__all__ = ["EFFICIENCY_KEYS", "Options", "OverheadModel", "Peaks", "efficiency_dict"]
+
 Peaks = Literal["achievable", "datasheet"]
 OverheadModel = Literal["additive", "max"]
 
-#: Keys of ``efficiency``: the matrix and vector engines and the memory system.
-EFFICIENCY_KEYS = ("matrix", "vector", "memory")
+#: ``efficiency`` as a dict keyed by :data:`EFFICIENCY_KEYS` (empty when unset), checked:
+#: the one check a device's efficiency also gets (``roofline.hardware.checks``).
+efficiency_dict = check_efficiency
 
 
 @dataclass(frozen=True)
@@ -85,25 +90,8 @@ class Options:
         if self.host_fraction is not None and not (
                 _real(self.host_fraction) and 0 <= self.host_fraction < 1):
             raise ValueError(f"host_fraction must be in [0, 1), got {self.host_fraction!r}")
-        for k, v in efficiency_dict(self.efficiency).items():
-            if k not in EFFICIENCY_KEYS:
-                raise ValueError(f"unknown efficiency key {k!r} ({', '.join(EFFICIENCY_KEYS)})")
-            if not (_real(v) and 0 < v <= 1):
-                raise ValueError(f"efficiency[{k!r}] must be in (0, 1], got {v!r}")
+        check_efficiency(self.efficiency)
 
 
 def _real(x: object) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-
-def efficiency_dict(e: float | dict[str, float] | None) -> dict[str, float]:
-    """``efficiency`` as a dict keyed by :data:`EFFICIENCY_KEYS` (empty when unset)."""
-    if e is None:
-        return {}
-    if isinstance(e, bool):
-        raise ValueError(f"efficiency must be a fraction in (0, 1] or a dict, got {e!r}")
-    if isinstance(e, (int, float)):
-        return dict.fromkeys(EFFICIENCY_KEYS, float(e))
-    if not isinstance(e, dict):
-        raise ValueError(f"efficiency must be a float or a dict, got {type(e).__name__}")
-    return dict(e)

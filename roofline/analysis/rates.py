@@ -18,12 +18,12 @@ used, with their sources.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
 
 from roofline.analysis.options import EFFICIENCY_KEYS, Options, efficiency_dict
 from roofline.hardware import DeviceSpec
 from roofline.hardware.achievable import Figure, Figures, figures
 from roofline.hardware.engines import Engine
+from roofline.hardware.measured import AccessPattern as Pattern
 from roofline.hardware.units import canonical_dtype
 
 #: Memory access patterns of the measured bandwidths: a kernel that reads at least 3 bytes
@@ -31,9 +31,6 @@ from roofline.hardware.units import canonical_dtype
 #: triad (2 loads, 1 store: a binary elementwise op), the rest like a copy (1 load, 1
 #: store; writes only, too).
 READ_PER_WRITE = {"read": 3.0, "triad": 1.5}
-
-
-Pattern = Literal["read", "copy", "triad"]
 
 
 def access_pattern(bytes_read: float, bytes_written: float) -> Pattern:

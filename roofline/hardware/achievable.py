@@ -2,7 +2,7 @@
 the datasheet.
 
 The registry stores datasheet peaks and, next to them, *measured* achievable figures
-(:class:`roofline.hardware.spec.Achievable`), each with source, method and conditions.
+(:class:`roofline.hardware.measured.Achievable`), each with source, method and conditions.
 :func:`figures` resolves every figure the analysis needs, and says where it came from:
 
 * ``"measured"``: a measurement of this device in the registry (or, on a calibrated spec,
@@ -67,7 +67,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from roofline._si import si
-from roofline.hardware.spec import DEFAULT_LAUNCH_OVERHEAD_SECONDS, DeviceSpec, Measured
+from roofline.hardware.measured import BandwidthPattern as Pattern
+from roofline.hardware.measured import Measured
+from roofline.hardware.spec import DEFAULT_LAUNCH_OVERHEAD_SECONDS, DeviceSpec
 from roofline.hardware.units import canonical_dtype
 
 __all__ = [
@@ -82,7 +84,6 @@ __all__ = [
 ]
 
 Origin = Literal["measured", "class default", "datasheet"]
-Pattern = Literal["read", "copy", "triad", "stream_app"]
 
 #: A measured sustained clock below this share of the rated boost marks the device power-
 #: (or thermally) capped: more than one 15 MHz clock step below the boost at ~1.5 GHz.

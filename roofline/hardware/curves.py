@@ -22,7 +22,14 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["MatmulPoint", "MemoryPoint", "check_grid", "interpolate_matmul", "interpolate_memory"]
+__all__ = [
+    "MatmulPoint",
+    "MemoryPoint",
+    "check_grid",
+    "interpolate_matmul",
+    "interpolate_memory",
+    "sorted_memory_curve",
+]
 
 
 class MatmulPoint(BaseModel):
@@ -57,6 +64,13 @@ def check_grid(points: Sequence[MatmulPoint]) -> None:
     if len(points) != need:
         raise ValueError(f"matmul curve must be a full grid over its m, n, k values: "
                          f"{len(points)} points, {need} needed")
+
+
+def sorted_memory_curve(points: Sequence[MemoryPoint]) -> list[MemoryPoint]:
+    """``points`` by bytes moved; ValueError if two measure the same size."""
+    if len({p.bytes for p in points}) != len(points):
+        raise ValueError("memory curve has duplicate byte sizes")
+    return sorted(points, key=lambda p: p.bytes)
 
 
 def interpolate_matmul(points: Sequence[MatmulPoint], m: np.ndarray, n: np.ndarray,

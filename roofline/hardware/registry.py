@@ -146,20 +146,29 @@ def _is_filler(word: str, spec: DeviceSpec) -> bool:
         words = _tokens(spec.form_factor or "")
         return word in words or (word == "sxm" and any(t.startswith("sxm") for t in words))
     if size := _MEMORY_SIZE_WORD.fullmatch(word):
-        if not spec.memory_bytes:
-            return False
-        number = float(size.group(1))
-        return any(abs(number * unit - spec.memory_bytes) <= _MEMORY_SIZE_TOLERANCE
-                   * spec.memory_bytes for unit in (1e9, 2.0**30))
+        return _agrees_memory_size(float(size.group(1)), spec.memory_bytes)
     if kind := _MEMORY_TYPE_WORD.fullmatch(word):
         memory = normalise(spec.memory_type or "")
         return bool(memory) and word in (memory, kind.group(1)) and memory.startswith(kind.group(1))
     if spec.kind == "cpu":
-        cores = _CORES_WORD.fullmatch(word)
-        if cores:
-            return spec.compute_units in (None, int(cores.group(1)))
-        return word in ("cpu", "processor") or bool(_CLOCK_WORD.fullmatch(word))
+        return _is_cpu_filler(word, spec.compute_units)
     return word == "gpu" and spec.kind == "gpu"
+
+
+def _agrees_memory_size(number: float, memory_bytes: float | None) -> bool:
+    """Whether ``number`` GB (or GiB) is ``memory_bytes``, within the tolerance."""
+    if not memory_bytes:
+        return False
+    return any(abs(number * unit - memory_bytes) <= _MEMORY_SIZE_TOLERANCE * memory_bytes
+               for unit in (1e9, 2.0**30))
+
+
+def _is_cpu_filler(word: str, compute_units: int | None) -> bool:
+    """"CPU", "processor", a clock, or the core count of a CPU with ``compute_units`` cores."""
+    cores = _CORES_WORD.fullmatch(word)
+    if cores:
+        return compute_units in (None, int(cores.group(1)))
+    return word in ("cpu", "processor") or bool(_CLOCK_WORD.fullmatch(word))
 
 
 @dataclass
@@ -167,6 +176,7 @@ class _Registry:
     specs: dict[str, DeviceSpec] = field(default_factory=dict)  # name -> spec
     origins: dict[str, str] = field(default_factory=dict)  # name -> file (or "register_device()")
     keys: dict[str, str] = field(default_factory=dict)  # normalised name/alias -> name
+    user_files: set[str] = field(default_factory=set)  # the user files added
 
     def check(self, specs: Sequence[DeviceSpec], origin: str, replace: bool = False) -> None:
         """Raise DeviceSpecError if adding ``specs`` would clash; changes nothing.
@@ -210,6 +220,21 @@ class _Registry:
     def remove(self, name: str) -> None:
         del self.specs[name], self.origins[name]
         self.keys = {k: v for k, v in self.keys.items() if v != name}
+
+    def clashing_files(self, spec: DeviceSpec) -> list[str]:
+        """The user files holding another device that a label of ``spec`` names (a device
+        of ``spec``'s own name it would replace, not clash with)."""
+        owners = {self.keys.get(normalise(label)) for label in (spec.name, *spec.aliases)}
+        return sorted({self.origins[name] for name in owners
+                       if name is not None and name != spec.name} & self.user_files)
+
+    def remove_file(self, origin: str) -> list[DeviceSpec]:
+        """Take out the devices added from ``origin``, and return them."""
+        specs = [spec for name, spec in self.specs.items() if self.origins[name] == origin]
+        for spec in specs:
+            self.remove(spec.name)
+        self.user_files.discard(origin)
+        return specs
 
 
 _registered: dict[str, DeviceSpec] = {}  # register_device() calls, in order
@@ -288,16 +313,42 @@ def _registry() -> _Registry:
         _cache[str(folder)] = cached
     for name, spec in _registered.items():
         if cached.specs.get(name) is not spec:
-            cached.add([spec], "register_device()", replace=True)
+            _add_registered(cached, spec)
     return cached
 
 
 def _add_user_file(registry: _Registry, path: Path) -> None:
     """Add the devices of one user file, or skip the whole file with a warning."""
     try:
-        registry.add(_load_file(path)[0], str(path))
+        specs = _load_file(path)[0]
     except DeviceSpecError as exc:  # one broken file must not break every lookup
         warnings.warn(f"skipped device file {path}: {exc}", DeviceFileWarning, stacklevel=4)
+    else:
+        _add_user_specs(registry, str(path), specs)
+
+
+def _add_user_specs(registry: _Registry, path: str, specs: Sequence[DeviceSpec]) -> None:
+    """Add the devices of user file ``path``, or skip them all with a warning naming it."""
+    try:
+        registry.add(specs, path)
+    except DeviceSpecError as exc:  # a clash must not break every lookup either
+        warnings.warn(f"skipped device file {path}: {exc}", DeviceFileWarning, stacklevel=5)
+    else:
+        registry.user_files.add(path)
+
+
+def _add_registered(registry: _Registry, spec: DeviceSpec) -> None:
+    """Apply a :func:`register_device` call again, to the registry of a new user folder.
+
+    A registration comes before the user files: a file that clashes with it (a label of
+    the registered device names one of the file's devices) is skipped whole, with the
+    warning naming that file, as a clash between files is. A device of the registered
+    device's own name is replaced, as :func:`register_device` replaces it.
+    """
+    skipped = [(path, registry.remove_file(path)) for path in registry.clashing_files(spec)]
+    registry.add([spec], "register_device()", replace=True)
+    for path, specs in skipped:
+        _add_user_specs(registry, path, specs)  # clashes now: warns against the file
 
 
 def load_device(path: str | os.PathLike[str]) -> DeviceSpec | list[DeviceSpec]:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from roofline.hardware.links import HostLink, Interconnect
 from roofline.hardware.spec import DeviceSpec
 
 #: Share of a link's per-direction datasheet rate NCCL's model assumes a collective gets
@@ -134,11 +135,11 @@ def _bridge_gpus(kind: str) -> int | None:
     return int(m.group(1)) if m else 2
 
 
-def _pcie_link(spec: DeviceSpec, why: str) -> Link:
-    link = spec.host_link
+def _pcie_link(name: str, link: HostLink | None, why: str) -> Link:
+    """The PCIe host link of device ``name`` as the link between its GPUs."""
     if link is None:
         raise ValueError(
-            f"{spec.name} has neither interconnect figures nor a PCIe host link in the "
+            f"{name} has neither interconnect figures nor a PCIe host link in the "
             "registry: nothing to cost its collectives with. Add interconnect: {kind, "
             "bandwidth_bytes_per_s, direction} or host_link: {pcie_gen, lanes} to its entry "
             "(roofline.register_device)")
@@ -156,13 +157,13 @@ def intra_node_link(spec: DeviceSpec, gpus_per_node: int) -> Link:
     The interconnect when it joins them all (NVLink/NVSwitch, or a bridge of at least that
     many GPUs), else the PCIe host link; ValueError when the device has neither.
     """
-    ic = spec.interconnect
+    ic: Interconnect | None = spec.interconnect
     if ic is None:
-        return _pcie_link(spec, f"{spec.name} lists no interconnect")
+        return _pcie_link(spec.name, spec.host_link, f"{spec.name} lists no interconnect")
     bridge = _bridge_gpus(ic.kind)
     if bridge is not None and gpus_per_node > bridge:
-        return _pcie_link(spec, f"{spec.name}'s {ic.kind} joins {bridge} GPUs, not "
-                                f"{gpus_per_node}")
+        return _pcie_link(spec.name, spec.host_link,
+                          f"{spec.name}'s {ic.kind} joins {bridge} GPUs, not {gpus_per_node}")
     per_direction = (ic.bandwidth_bytes_per_s / 2 if ic.direction == "bidirectional"
                      else ic.bandwidth_bytes_per_s)
     gen = _generation(ic.kind)
