@@ -8,15 +8,10 @@ from typing import Literal, get_args
 
 from roofline.hardware.checks import EFFICIENCY_KEYS, check_efficiency
 
-__all__ = ["EFFICIENCY_KEYS", "Options", "OverheadModel", "Peaks", "efficiency_dict"]
+__all__ = ["EFFICIENCY_KEYS", "Options", "OverheadModel", "Peaks"]
 
 Peaks = Literal["achievable", "datasheet"]
 OverheadModel = Literal["additive", "max"]
-
-#: ``efficiency`` as a dict keyed by :data:`EFFICIENCY_KEYS` (empty when unset), checked:
-#: the one check a device's efficiency also gets (``roofline.hardware.checks``).
-efficiency_dict = check_efficiency
-
 
 @dataclass(frozen=True)
 class Options:

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from roofline.analysis.options import EFFICIENCY_KEYS, Options, efficiency_dict
+from roofline.analysis.options import EFFICIENCY_KEYS, Options
 from roofline.hardware import DeviceSpec
 from roofline.hardware.achievable import Figure, Figures, figures
+from roofline.hardware.checks import check_efficiency
 from roofline.hardware.engines import Engine
 from roofline.hardware.measured import AccessPattern as Pattern
 from roofline.hardware.units import canonical_dtype
@@ -68,8 +69,8 @@ class Rates:
 
     def __post_init__(self) -> None:
         eff = dict.fromkeys(EFFICIENCY_KEYS, 1.0)
-        eff.update(efficiency_dict(self.spec.efficiency))
-        eff.update(efficiency_dict(self.options.efficiency))
+        eff.update(check_efficiency(self.spec.efficiency))
+        eff.update(check_efficiency(self.options.efficiency))
         self.efficiency = eff
         self.figures: Figures | None = (figures(self.spec) if self.options.peaks ==
                                         "achievable" else None)

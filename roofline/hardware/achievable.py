@@ -69,6 +69,7 @@ from typing import Any, Literal
 from roofline._si import si
 from roofline.hardware.measured import BandwidthPattern as Pattern
 from roofline.hardware.measured import Measured
+from roofline.hardware.registry import _builtin  # the shipped data files only
 from roofline.hardware.spec import DEFAULT_LAUNCH_OVERHEAD_SECONDS, DeviceSpec
 from roofline.hardware.units import canonical_dtype
 
@@ -284,8 +285,6 @@ def class_defaults(population: Iterable[DeviceSpec]) -> dict[tuple[str, str, str
 
 @functools.cache
 def _shipped_defaults() -> dict[tuple[str, str, str], ClassDefault]:
-    from roofline.hardware.registry import _builtin  # the shipped data files only
-
     return class_defaults(spec for spec, _ in _builtin())
 
 

@@ -345,18 +345,6 @@ class DeviceSpec(BaseModel):
         peak = self.peak_flops_per_s(dtype, engine)
         return None if peak is None else peak / self.bandwidth_bytes_per_s
 
-    def attainable_flops_per_s(self, dtype: Any, engine: Engine | EngineKind = "matrix",
-                               ) -> float | None:
-        """Peak times ``efficiency[engine kind]`` (the peak itself when no efficiency is set)."""
-        e = Engine.of(engine, dtype)
-        peak = self.peak_flops_per_s(dtype, e)
-        return None if peak is None else peak * self.efficiency.get(e.kind, 1.0)
-
-    @property
-    def attainable_bandwidth_bytes_per_s(self) -> float:
-        """Bandwidth times ``efficiency['memory']`` (the peak when not set)."""
-        return self.bandwidth_bytes_per_s * self.efficiency.get("memory", 1.0)
-
     # ------------------------------------------------------------------ variants
     def with_overrides(self, **fields: Any) -> DeviceSpec:
         """Copy with ``fields`` replaced and everything re-validated.
