@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from roofline._checks import number, whole
 from roofline._errors import RooflineWarning
 from roofline._si import si
 from roofline.analysis.fit import (
@@ -192,6 +193,11 @@ def max_batch(build: Callable[[int], Trace], device: str | DeviceSpec, *,
         When ``build`` returns something other than a :class:`Trace`.
     """
     spec = get_device(device)
+    tolerance = number("tolerance", tolerance, at_least=0)
+    limit = whole("limit", limit, at_least=2)
+    if not callable(build):
+        raise TypeError(f"max_batch(build, device): build must be a function of the batch "
+                        f"that returns a Trace, got {type(build).__name__}")
     b1, b2 = fit_batches
     if not (isinstance(b1, int) and isinstance(b2, int) and 1 <= b1 < b2 <= limit):
         raise ValueError(f"fit_batches must be two whole numbers 1 <= a < b <= limit, "

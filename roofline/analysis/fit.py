@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from roofline._checks import whole
 from roofline._si import si
 from roofline.analysis.memory import MemoryReport, _timeline, memory
 from roofline.hardware import DeviceSpec, get_device
@@ -118,6 +119,12 @@ def fits(trace: Trace | MemoryReport, device: str | DeviceSpec, *,
     ValueError
         When the device has no ``memory_bytes`` in the registry.
     """
+    if not isinstance(trace, (Trace, MemoryReport)):
+        raise TypeError(f"fits() takes a Trace or its roofline.memory() report, got "
+                        f"{type(trace).__name__}" + (" (pass analysis.trace)" if hasattr(
+                            trace, "trace") else ""))
+    context_bytes = whole("context_bytes", context_bytes, at_least=0)
+    workspace_bytes = whole("workspace_bytes", workspace_bytes, at_least=0)
     spec = get_device(device)
     capacity = _capacity(spec)
     report = trace if isinstance(trace, MemoryReport) else memory(trace)

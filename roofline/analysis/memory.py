@@ -165,6 +165,9 @@ def memory(trace: Trace, depth: int | None = 2) -> MemoryReport:
         When the trace has no storage table (saved by an older roofline, or made by
         :meth:`Trace.filter`): capture the step again.
     """
+    if not isinstance(trace, Trace):
+        raise TypeError(f"roofline.memory takes a Trace (from roofline.trace or "
+                        f"roofline.capture), got {type(trace).__name__}")
     if not trace.ops or not trace.storages:
         what = "no ops" if not trace.ops else "no storage table (an older trace file, or a " \
             "Trace.filter result, whose op indices no longer match)"

@@ -486,6 +486,13 @@ def _trace_notes(trace: Trace, nbytes: np.ndarray) -> list[str]:
             "attention='as-run') for a CPU prediction)" if info.attention == "fused"
             else f"attention calls ({calls}) were traced as explicit matmul, softmax "
             "and dropout (attention='eager')")
+    if info.loss == "output.loss":
+        notes.append("the loss is the one the model's output carries (output.loss, as a "
+                     "Hugging Face model returns given labels)")
+    if info.optimizer_foreach:
+        notes.append("the optimizer ran its foreach kernels (one kernel per op over all "
+                     "parameters), as PyTorch's default does on CUDA; on the CPU it loops over "
+                     "the parameters (pass foreach=False to the optimizer to trace that)")
     if dropouts := info.fused_dropout_calls:
         notes.append(f"dropout calls ({dropouts}) were traced as CUDA runs them: one fused "
                      "native_dropout kernel each, keeping a 1-byte mask for backward")

@@ -34,7 +34,13 @@ from torch.utils._pytree import tree_flatten, tree_map
 from roofline._errors import FakeModeError
 from roofline.tracing.attention import AttentionAs, AttentionMode
 from roofline.tracing.capture import Capture
-from roofline.tracing.fake import DATA_DEPENDENT, _active_fake_mode, _Faker, modules_of
+from roofline.tracing.fake import (
+    DATA_DEPENDENT,
+    _active_fake_mode,
+    _Faker,
+    as_on_cuda,
+    modules_of,
+)
 from roofline.tracing.records import Trace
 from roofline.tracing.run import captured_info, leading_dim, model_name, run_step
 from roofline.tracing.strategies import (
@@ -210,6 +216,7 @@ def parallel_step(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any
         with _disable_current_modes(), mode:
             wrapped = strategy.wrap(copied, options, Wrapping(world, mesh, buckets))
             opt = _rebuilt_optimizer(optimizer, model, wrapped)
+            foreach = opt is not None and as_on_cuda(opt)
             _warm_up(name, strategy, wrapped, fargs, fkwargs, train, loss_fn, opt, buckets)
         cap = Capture(warn=True)
         cap.modules = [wrapped]
@@ -219,12 +226,13 @@ def parallel_step(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any
             if attention != "as-run":
                 stack.enter_context(attend)
             with cap:
-                _run(name, wrapped, fargs, fkwargs, train, loss_fn, opt)
+                loss = _run(name, wrapped, fargs, fkwargs, train, loss_fn, opt)
     trace = cap.trace
     trace.info = captured_info(
         name, train=train, fake=True, attend=attend, parallel=options.kind, world_size=world,
         batch=batch or None, rank_batch=rank_batch if batch else None,
-        buckets=list(buckets.sizes) if strategy.bucketed else [])
+        buckets=list(buckets.sizes) if strategy.bucketed else [], loss=loss,
+        optimizer_foreach=foreach)
     if strategy.bucketed:
         check_buckets(trace, buckets.sizes)
     return trace
@@ -264,9 +272,10 @@ def _warm_up(name: str, strategy: Strategy, wrapped: nn.Module, args: tuple[Any,
 
 
 def _run(name: str, wrapped: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
-         train: bool, loss_fn: Any, optimizer: torch.optim.Optimizer | None) -> None:
+         train: bool, loss_fn: Any, optimizer: torch.optim.Optimizer | None) -> str:
     try:
-        run_step(wrapped, args, kwargs, train=train, loss_fn=loss_fn, optimizer=optimizer)
+        return run_step(wrapped, args, kwargs, train=train, loss_fn=loss_fn,
+                        optimizer=optimizer)
     except DATA_DEPENDENT as e:
         raise FakeModeError(
             f"{name} ran an op whose result depends on tensor values ({e}); a parallel "

@@ -54,6 +54,7 @@ import types
 import weakref
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -559,14 +560,26 @@ class _NoValues(TorchFunctionMode):
 _NEEDS_VALUES = (torch.Tensor.numpy, torch.Tensor.__array__)
 
 
+@dataclass(frozen=True)
+class FakeStep:
+    """What :func:`fake_step` hands the step: the fake inputs, and whether the optimizer
+    was switched to its foreach kernels (PyTorch's CUDA default)."""
+
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    foreach: bool
+
+
 @contextlib.contextmanager
 def fake_step(model: Any, optimizer: torch.optim.Optimizer | None,
               args: tuple[Any, ...], kwargs: dict[str, Any],
-              ) -> Iterator[tuple[tuple[Any, ...], dict[str, Any]]]:
+              ) -> Iterator[FakeStep]:
     """Run the body on fakes of ``model``/``optimizer``/inputs; yield the fake inputs.
 
     The fake mode is entered here: the user's own ``FakeTensorMode`` when one is active
-    (a second mode would meet its tensors: "Mixing fake modes"), else a new one.
+    (a second mode would meet its tensors: "Mixing fake modes"), else a new one. An
+    optimizer whose ``foreach`` is left to PyTorch runs its foreach kernels, as PyTorch's
+    default does for CUDA tensors (on CPU tensors it loops over the parameters).
     """
     mode = _active_fake_mode() or FakeTensorMode(allow_non_fake_inputs=True)
     fake = _Faker(mode)
@@ -583,7 +596,7 @@ def fake_step(model: Any, optimizer: torch.optim.Optimizer | None,
         fargs, fkwargs = tree_map(fake, (args, kwargs))
         fake.before_step = False
         with _stepping(swap, mode, leaves):
-            yield fargs, fkwargs
+            yield FakeStep(fargs, fkwargs, fake_optimizer.foreach)
         fake_optimizer.check(leaves)
     finally:
         leaves.restore()
@@ -619,6 +632,7 @@ class _FakeOptimizer:
         self.groups: list[dict[str, Any]] = []
         self.saved_groups: list[dict[str, Any]] = []
         self.saved_state: Any = None
+        self.foreach = False
 
     def swap(self, leaves: _RealLeaves, mode: FakeTensorMode) -> None:
         """Save the groups and state, swap in fakes, and warm a stateless one up."""
@@ -636,6 +650,7 @@ class _FakeOptimizer:
             new_state[fake(p)] = {k: fake(v) for k, v in s.items()}
         for g in optimizer.param_groups:
             g["params"] = [fake(p) for p in g["params"]]
+        self.foreach = as_on_cuda(optimizer)
         optimizer.state = new_state
         if not self.saved_state:
             _warm_up(optimizer, mode)
@@ -660,6 +675,19 @@ class _FakeOptimizer:
             g.clear()
             g.update(saved)
         optimizer.state = self.saved_state
+
+
+def as_on_cuda(optimizer: torch.optim.Optimizer) -> bool:
+    """Set ``foreach=True`` in the groups that leave it to PyTorch (``foreach=None``, not
+    fused): PyTorch's default on CUDA tensors (``torch/optim/optimizer.py``,
+    ``_default_to_fused_or_foreach``), where on CPU tensors it runs a per-parameter loop.
+    Returns whether a group was changed; the caller restores the groups."""
+    changed = False
+    for group in optimizer.param_groups:
+        if "foreach" in group and group["foreach"] is None and not group.get("fused"):
+            group["foreach"] = True
+            changed = True
+    return changed
 
 
 def _warm_up(optimizer: torch.optim.Optimizer, mode: FakeTensorMode) -> None:

@@ -35,6 +35,11 @@ class CaptureInfo:
         trace, the global batch over all ranks); None when no input has one.
     rank_batch : the batch rank 0 ran.
     buckets : bytes of each DDP gradient bucket, in order.
+    loss : where a training step's loss came from: ``"output"`` (a scalar), ``"loss_fn"``
+        or ``"output.loss"`` (the ``loss`` the output carries, e.g. a Hugging Face
+        ``ModelOutput`` given labels); ``""`` for inference.
+    optimizer_foreach : the optimizer left ``foreach`` to PyTorch and a fake trace ran its
+        foreach kernels, as PyTorch's default does on CUDA (on the CPU it loops).
     """
 
     model: str = ""
@@ -50,6 +55,8 @@ class CaptureInfo:
     batch: int | None = None
     rank_batch: int | None = None
     buckets: list[int] = field(default_factory=list)
+    loss: str = ""
+    optimizer_foreach: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -93,6 +100,12 @@ def _optional_text(value: Any) -> str | None:
     return None if value is None else _text(value)
 
 
+def _flag(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"expected true or false, got {value!r}")
+    return value
+
+
 def _optional_flag(value: Any) -> bool | None:
     if value is not None and not isinstance(value, bool):
         raise TypeError(f"expected true, false or null, got {value!r}")
@@ -122,5 +135,5 @@ _CHECKS = {
     "attention": _optional_text, "attention_calls": _count, "attention_unfused": _count,
     "fused_dropout_calls": _count, "parallel": _optional_text,
     "world_size": _optional_count, "batch": _optional_count, "rank_batch": _optional_count,
-    "buckets": _counts,
+    "buckets": _counts, "loss": _text, "optimizer_foreach": _flag,
 }

@@ -48,8 +48,13 @@ def leading_dim(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
 
 
 def loss_of(out: Any, loss_fn: Callable[[Any], torch.Tensor] | None) -> torch.Tensor:
-    """The scalar a training step backpropagates: ``loss_fn(out)``, else ``out`` itself."""
+    """The scalar a training step backpropagates: ``loss_fn(out)``, else ``out`` itself,
+    else the ``loss`` the output carries (a Hugging Face ``ModelOutput`` given labels)."""
     loss = loss_fn(out) if loss_fn is not None else out
+    if loss_fn is None and not isinstance(loss, torch.Tensor):
+        carried = _carried_loss(out)
+        if carried is not None:
+            return carried
     if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
         what = (f"a tensor of shape {tuple(loss.shape)}" if isinstance(loss, torch.Tensor)
                 else type(loss).__name__)
@@ -58,6 +63,69 @@ def loss_of(out: Any, loss_fn: Callable[[Any], torch.Tensor] | None) -> torch.Te
             f"train=True needs a scalar loss, but {where} {what}; pass "
             "loss_fn=lambda out: ... that reduces the output to a scalar.")
     return loss
+
+
+def _carried_loss(out: Any) -> torch.Tensor | None:
+    """``out.loss`` (an attribute, or a mapping's key as ``ModelOutput`` has both) when it
+    is a scalar tensor, else None."""
+    loss = getattr(out, "loss", None)
+    if loss is None and isinstance(out, dict):
+        loss = out.get("loss")
+    return loss if isinstance(loss, torch.Tensor) and loss.numel() == 1 else None
+
+
+def uses_carried_loss(out: Any, loss_fn: Any) -> bool:
+    """Whether :func:`loss_of` takes the output's own ``loss``."""
+    return loss_fn is None and not isinstance(out, torch.Tensor) and \
+        _carried_loss(out) is not None
+
+
+_AUTOCAST_DEVICES = ("cuda", "cpu", "xpu", "mps")
+
+
+def check_autocast(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Warn when autocast is on for a device the step's tensors are not on: it changes
+    nothing, and the step is traced in full precision (``torch.autocast("cuda")`` around
+    a CPU model, the usual mistake on a machine without a GPU)."""
+    tensors = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+    tensors += [p for m in modules_of(fn, deep=False) for p in m.parameters()][:1]
+    devices = {"cpu" if t.device.type == "meta" else t.device.type for t in tensors}
+    if not devices:
+        return
+    on = [d for d in _AUTOCAST_DEVICES if _autocast_on(d)] or _disabled_autocast()
+    if not on or any(d in devices for d in on):
+        return
+    where = ", ".join(sorted(devices))
+    warnings.warn(
+        f"torch.autocast({on[0]!r}) is on, but the step's tensors are on {where}: autocast "
+        f"changes nothing there, and the step is traced in full precision. Trace mixed "
+        f"precision with torch.autocast({sorted(devices)[0]!r}, dtype=torch.bfloat16) around "
+        "roofline.trace (the analysis costs it on the device you name).",
+        RooflineWarning, stacklevel=3)
+
+
+def _disabled_autocast() -> list[str]:
+    """Devices of autocast regions entered but switched off by torch itself:
+    ``torch.autocast("cuda")`` on a machine without CUDA warns "Disabling autocast" and
+    runs the region in full precision. Looked for only inside some autocast region (its
+    nesting level is above 0) with no device's autocast on."""
+    level = torch.autocast_increment_nesting() - 1
+    torch.autocast_decrement_nesting()
+    if level <= 0:
+        return []
+    import gc
+
+    # type(o), not isinstance: isinstance reads __class__, which lazy module proxies answer
+    return sorted({o.device for o in gc.get_objects() if torch.autocast in type(o).__mro__
+                   and not getattr(o, "_enabled", True) and hasattr(o, "prev")
+                   and getattr(o, "device", "") in _AUTOCAST_DEVICES})
+
+
+def _autocast_on(device: str) -> bool:
+    try:
+        return bool(torch.is_autocast_enabled(device))
+    except (RuntimeError, TypeError):  # a device type this build does not know
+        return False
 
 
 def check_grad_mode(train: bool) -> None:
@@ -93,18 +161,24 @@ def training_mode(fn: Any, train: bool) -> Iterator[None]:
 
 def run_step(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], *,
              train: bool, loss_fn: Callable[[Any], torch.Tensor] | None,
-             optimizer: torch.optim.Optimizer | None) -> None:
+             optimizer: torch.optim.Optimizer | None) -> str:
     """One step: forward and, with ``train``, loss, backward and ``optimizer.step()``.
 
     The module behind ``fn`` runs in ``train()`` mode with ``train``, else in ``eval()``.
+    Returns where the loss came from: ``"output"``, ``"loss_fn"``, ``"output.loss"``
+    (the output's own, e.g. a Hugging Face ``ModelOutput``), or ``""`` without ``train``.
     """
     check_grad_mode(train)
     with training_mode(fn, train):
         out = fn(*args, **kwargs)
-        if train:
-            loss_of(out, loss_fn).backward()
-            if optimizer is not None:
-                optimizer.step()
+        if not train:
+            return ""
+        source = ("loss_fn" if loss_fn is not None else "output.loss"
+                  if uses_carried_loss(out, loss_fn) else "output")
+        loss_of(out, loss_fn).backward()
+        if optimizer is not None:
+            optimizer.step()
+        return source
 
 
 def captured_info(name: str, *, train: bool, fake: bool, attend: AttentionAs,

@@ -17,6 +17,7 @@ from roofline.tracing.fake import DATA_DEPENDENT, fake_step, modules_of
 from roofline.tracing.records import Trace
 from roofline.tracing.run import (
     captured_info,
+    check_autocast,
     check_grad_mode,
     leading_dim,
     model_name,
@@ -92,6 +93,7 @@ def trace(model_or_fn: Any, *args: Any, train: bool = False,
     same ops with the same phases as the returned trace, and none of roofline's own
     work around the step (making fakes, the optimizer's fake warm-up step).
     """
+    check_autocast(model_or_fn, args, kwargs)
     if parallel is not None:
         if fake is False:
             raise ValueError(
@@ -125,20 +127,24 @@ def traced_step(model_or_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
     cap = Capture(warn=True, annotate=annotate)
     cap.modules = modules_of(fn, deep=False)  # their unused parameters take memory too
     attend = AttentionAs(attention, fake=fake)
+    foreach = False
     with contextlib.ExitStack() as stack:
         if fake:
-            args, kwargs = stack.enter_context(fake_step(fn, optimizer, args, kwargs))
+            faked = stack.enter_context(fake_step(fn, optimizer, args, kwargs))
+            args, kwargs, foreach = faked.args, faked.kwargs, faked.foreach
         if attention != "as-run":
             stack.enter_context(attend)
         try:
             with cap:
-                run_step(fn, args, kwargs, train=train, loss_fn=loss_fn, optimizer=optimizer)
+                loss = run_step(fn, args, kwargs, train=train, loss_fn=loss_fn,
+                                optimizer=optimizer)
         except DATA_DEPENDENT as e:
             raise FakeModeError(
                 f"{name} ran an op whose result depends on tensor values ({e}); fake "
                 "tensors have no values. Trace it with real tensors (fake=False).") from e
     cap.trace.info = captured_info(name, train=train, fake=fake, attend=attend,
-                                   batch=leading_dim(args, kwargs) or None)
+                                   batch=leading_dim(args, kwargs) or None,
+                                   loss=loss, optimizer_foreach=foreach)
     return cap.trace
 
 

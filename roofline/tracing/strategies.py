@@ -40,6 +40,8 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
+from roofline._checks import number
+
 
 @dataclass
 class Parallel:
@@ -64,6 +66,21 @@ class Parallel:
     def __post_init__(self) -> None:
         if self.kind not in STRATEGIES:
             raise ValueError(f"parallel={self.kind!r}: choose one of {', '.join(STRATEGIES)}")
+        strategy = STRATEGIES[self.kind]
+        for name in ("plan", "shard", "bucket_cap_mb"):
+            if getattr(self, name) is not None and name not in strategy.options:
+                owner = next(s.name for s in STRATEGIES.values() if name in s.options)
+                raise ValueError(f"Parallel({self.kind!r}, {name}=...): {name} is for "
+                                 f"{owner!r}; {self.kind!r} does not use it")
+        if self.bucket_cap_mb is not None:
+            number("Parallel bucket_cap_mb", self.bucket_cap_mb, above=0)
+        if self.plan is not None and not isinstance(self.plan, dict):
+            raise TypeError(f"Parallel('tp', plan=...) takes a dict of module name -> "
+                            f"ColwiseParallel()/RowwiseParallel(), got {type(self.plan).__name__}")
+        if self.shard is not None and (isinstance(self.shard, str) or not all(
+                isinstance(n, str) for n in self.shard)):
+            raise TypeError(f"Parallel('fsdp', shard=...) takes a list of submodule names, "
+                            f"got {self.shard!r}")
 
     @property
     def strategy(self) -> Strategy:
