@@ -136,6 +136,10 @@ class _Tracker(ModuleTracker):
        epoch each module was entered in: modules entered with no op in between (a parent and
        the child whose output it returns, or a parent and its first child in forward) share
        one, and the deepest of them runs; a module entered after ops ran is running now.
+    3. A module shared by two parents (one ``nn.Linear`` held by ``a`` and ``b``) has one
+       name in torch's tracker, the last path it was registered under, so one parent got
+       every call. Here each call is named by the path it was called through: the running
+       module's child of that name, as fvcore and ``FlopCounterMode`` attribute it.
     """
 
     def __init__(self) -> None:
@@ -144,6 +148,33 @@ class _Tracker(ModuleTracker):
         self.entries = 0  # modules entered so far (a cache key for the recorder)
         self.epoch = 0
         self.ran = False  # an op was recorded since the last module was entered
+        self._calls: list[tuple[Any, str]] = []  # (module, name) of each forward running
+        self._children: dict[int, dict[int, str]] = {}  # id(parent) -> id(child) -> name
+
+    def _call_name(self, mod: Any) -> str:
+        """The path ``mod`` is called through: its name under the running module when it is
+        that module's child, else its registered name."""
+        registered = self._get_mod_name(mod)  # type: ignore[misc]
+        if not self._calls:
+            return str(registered)
+        parent, parent_name = self._calls[-1]
+        children = self._children.get(id(parent))
+        if children is None:
+            children = self._children[id(parent)] = {}
+            for child_name, child in parent.named_children():
+                children.setdefault(id(child), child_name)
+        child_name = children.get(id(mod))
+        return f"{parent_name}.{child_name}" if child_name is not None else str(registered)
+
+    def _fw_pre_hook(self, mod: Any, input: Any) -> None:
+        name = self._call_name(mod)
+        self._calls.append((mod, name))
+        self._get_append_fn(name, False)()
+        tensors = [a for a in tree_flatten(input)[0]
+                   if isinstance(a, torch.Tensor) and a.requires_grad]
+        if tensors:
+            self._hooks.append(  # type: ignore[attr-defined]
+                register_multi_grad_hook(tensors, self._get_pop_fn(name, True)))
 
     def _get_append_fn(self, name: str, is_bw: bool) -> Any:
         enter = super()._get_append_fn(name, is_bw)  # type: ignore[misc]
@@ -159,6 +190,8 @@ class _Tracker(ModuleTracker):
 
     def _fw_post_hook(self, mod: Any, input: Any, output: Any) -> None:
         name = self._get_mod_name(mod)  # type: ignore[misc]
+        if self._calls and self._calls[-1][0] is mod:
+            name = self._calls.pop()[1]
         self._get_pop_fn(name, False)()  # type: ignore[misc]
         inputs = {id(t) for t in tree_flatten(input)[0] if isinstance(t, torch.Tensor)}
         tensors = [t for t in tree_flatten(output)[0] if isinstance(t, torch.Tensor)
