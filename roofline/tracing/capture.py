@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+from torch._ops import HigherOrderOperator
 from torch.autograd.graph import register_multi_grad_hook
 from torch.optim.optimizer import (
     register_optimizer_step_post_hook,
@@ -28,6 +29,7 @@ from torch.utils.module_tracker import ModuleTracker
 from roofline._errors import RooflineWarning
 from roofline.tracing import collectives as _collectives
 from roofline.tracing import formulas as _formulas  # noqa: F401  (registers the formulas)
+from roofline.tracing import higher_order as _higher
 from roofline.tracing.ops import OpInfo, lookup, nbytes
 from roofline.tracing.records import (
     STORAGE_KINDS,
@@ -202,7 +204,9 @@ class _Tracker(ModuleTracker):
 
 
 class _Recorder(TorchDispatchMode):
-    """Records one :class:`OpRecord` per ATen op."""
+    """Records one :class:`OpRecord` per ATen op (and per higher-order operator call)."""
+
+    supports_higher_order_operators = True
 
     def __init__(self, tracker: _Tracker, annotate: bool = False) -> None:
         super().__init__()
@@ -225,6 +229,8 @@ class _Recorder(TorchDispatchMode):
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
                            kwargs: dict[str, Any] | None = None) -> Any:
         kwargs = kwargs or {}
+        if isinstance(func, HigherOrderOperator):
+            return self._higher_order(func, args, kwargs)
         if func.namespace in _SKIPPED_NAMESPACES:
             return func(*args, **kwargs)
         if _UNRECORDED.depth:  # DTensor's shape inference: not part of the step
@@ -249,6 +255,16 @@ class _Recorder(TorchDispatchMode):
         else:
             out = func(*args, **kwargs)
         self._record(func, args, kwargs, out)
+        return out
+
+    def _higher_order(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Run a higher-order operator below this mode and record it as one op."""
+        out = func(*args, **kwargs)
+        call = _higher.describe(func, args, kwargs, out)
+        reads, writes = _unique(call.reads), _unique(call.writes)
+        self._append(func, reads, writes, call.category, call.flops or 0,
+                     sum(nbytes(t) for t in reads), sum(nbytes(t) for t in writes),
+                     call.flops is not None, 1, func.name().endswith("_backward"))
         return out
 
     def _decomposable(self, func: Any) -> bool:
@@ -473,7 +489,8 @@ class _Recorder(TorchDispatchMode):
             self._check_casts()
         phase = self._phase()
         self.ops.append(OpRecord(
-            name=str(func),
+            name=str(func) if not isinstance(func, HigherOrderOperator)
+            else f"higher_order.{func.name()}",
             category=category,
             phase=phase,
             module=self._module(),
@@ -618,8 +635,18 @@ def _dynamo_disabled() -> Iterator[None]:
     if dynamo is None:
         yield
         return
-    with dynamo.config.patch(disable=True):
-        yield
+    # eager flex_attention wraps its operator in torch.compile(fullgraph=True), which with
+    # dynamo disabled raises "found no compiled frames"; its debug flag calls it directly
+    flex = sys.modules.get("torch.nn.attention.flex_attention")
+    flag = getattr(flex, "_FLEX_ATTENTION_DISABLE_COMPILE_DEBUG", None)
+    try:
+        if flag is not None:
+            flex._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG = True  # type: ignore[union-attr]
+        with dynamo.config.patch(disable=True):
+            yield
+    finally:
+        if flag is not None:
+            flex._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG = flag  # type: ignore[union-attr]
 
 
 class Capture:

@@ -71,6 +71,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 from torch.utils._pytree import tree_flatten, tree_map
 
 from roofline._errors import FakeModeError, NeedsValues
+from roofline.tracing.leaks import Watch, holders
 
 # Raised when a step needs real values: by fake tensors for ops, by _NoValues for numpy.
 DATA_DEPENDENT = (DataDependentOutputException, DynamicOutputShapeException, NeedsValues)
@@ -78,6 +79,8 @@ DATA_DEPENDENT = (DataDependentOutputException, DynamicOutputShapeException, Nee
 # How many items of a container the search and the snapshot look into, and how deep
 # (attributes of attributes, items of items) they go from the callable or a module.
 _MAX_ITEMS, _MAX_DEPTH = 256, 4
+# Integer inputs up to this many elements keep their values as the fake's constant.
+_INDEX_VALUES = 1024
 # Containers a step can change in place: their contents are saved and refilled in place.
 _MUTABLE = (list, dict, set)
 # Not plain objects: code, classes, Python modules, weak references, what has its own
@@ -218,6 +221,7 @@ class _Faker:
         self.kept: set[int] = set()
         self.made: set[int] = set()  # ids of the fakes made here
         self.before_step = True
+        self.watch = Watch()  # every fake made for the step, and by its ops
 
     def __call__(self, t: Any) -> Any:
         if not isinstance(t, torch.Tensor):
@@ -237,6 +241,7 @@ class _Faker:
             with _disable_current_modes():
                 self.memo[id(t)] = self._fake(t)
             self.made.add(id(self.memo[id(t)]))
+            self.watch.add(self.memo[id(t)])
         return self.memo[id(t)]
 
     def _fake(self, t: torch.Tensor) -> torch.Tensor:
@@ -245,7 +250,11 @@ class _Faker:
                 f = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="cpu")
         else:
             f = self.mode.from_tensor(t.detach())
-            if t.numel() <= 1:  # scalars such as optimizer steps keep their value for .item()
+            if t.numel() <= 1 or (t.numel() <= _INDEX_VALUES and not t.is_floating_point()
+                                  and not t.is_complex()):
+                # scalars such as optimizer steps keep their value for .item(), and small
+                # integer inputs theirs for the formulas that need them (the sequence
+                # offsets of variable-length attention count each sequence)
                 f.constant = t.detach().clone()  # type: ignore[attr-defined]
         if isinstance(t, torch.nn.Parameter):
             return torch.nn.Parameter(f, requires_grad=t.requires_grad)
@@ -494,19 +503,26 @@ class _RealLeaves(TorchDispatchMode):
     fake, so the tensor is the user's own (a global), and the fake mode would write it.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, watch: Watch | None = None) -> None:
         super().__init__()
         self.grads: dict[int, tuple[torch.Tensor, torch.Tensor | None]] = {}
         self.used: set[int] = set()  # ids of the real leaves an op of the step read
         self._writes: dict[Any, tuple[int | str, ...]] = {}
+        self.watch = watch
+
+    supports_higher_order_operators = True  # passed on whole (flex_attention)
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
                            kwargs: dict[str, Any] | None = None) -> Any:
         kwargs = kwargs or {}
-        if func.namespace != "prim":
+        if func.namespace not in ("prim", "higher_order"):
             self._hide_grads(args, kwargs)
             self._refuse_real_writes(func, args, kwargs)
-        return func(*args, **kwargs)
+        out = func(*args, **kwargs)
+        if self.watch is not None:
+            for t in out if isinstance(out, (list, tuple)) else (out,):
+                self.watch.add(t)
+        return out
 
     def _hide_grads(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """Note and hide the ``.grad`` of each real leaf requiring grad, at its first op."""
@@ -560,14 +576,52 @@ class _NoValues(TorchFunctionMode):
 _NEEDS_VALUES = (torch.Tensor.numpy, torch.Tensor.__array__)
 
 
-@dataclass(frozen=True)
+@dataclass
 class FakeStep:
     """What :func:`fake_step` hands the step: the fake inputs, and whether the optimizer
-    was switched to its foreach kernels (PyTorch's CUDA default)."""
+    was switched to its foreach kernels (PyTorch's CUDA default); after the step, the
+    check for fakes that outlived it (:meth:`check_survivors`)."""
 
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     foreach: bool
+    survivors: _Survivors | None = None
+
+    def check_survivors(self) -> None:
+        """Raise :class:`FakeModeError` naming where fakes of the step are still held.
+
+        Call it once the caller holds no fake of the step (``args``/``kwargs`` are dropped
+        here first)."""
+        self.args, self.kwargs = (), {}
+        survivors, self.survivors = self.survivors, None
+        if survivors is not None:
+            survivors.check()
+
+
+class _Survivors:
+    """The fakes a step made that are still alive, and the error that names them."""
+
+    def __init__(self, watch: Watch, mode: FakeTensorMode, kept: set[int] | None) -> None:
+        self.watch, self.mode, self.kept = watch, mode, kept
+
+    def check(self) -> None:
+        if self.kept is None:  # the user's own fake mode: its fakes are the user's
+            return
+        # a fake held only by what has no name (an outer capture's autograd hooks, which
+        # go with it) is no user state; one held by a name is
+        held = {id(t): holders(t) for t in self.watch.alive(self.mode, self.kept)}
+        places = sorted({where for names in held.values() for where in names})
+        if not places:
+            return
+        count = sum(1 for names in held.values() if names)
+        raise FakeModeError(
+            f"fake=True: {count} fake tensor(s) of the step outlived it, held by "
+            + "; ".join(places[:8]) + (f" and {len(places) - 8} more" if len(places) > 8
+                                      else "")
+            + ". The step stored them where the trace cannot put things back (a cache, a "
+            "hook's list, a global object): they are still there, and a real forward "
+            "that reads them would get fakes. Clear them (e.g. cache_clear(), empty the "
+            "list), or trace with fake=False.")
 
 
 @contextlib.contextmanager
@@ -584,8 +638,9 @@ def fake_step(model: Any, optimizer: torch.optim.Optimizer | None,
     mode = _active_fake_mode() or FakeTensorMode(allow_non_fake_inputs=True)
     fake = _Faker(mode)
     swap = _Swap(fake, skip={id(optimizer)} if optimizer is not None else set())
-    leaves = _RealLeaves()
+    leaves = _RealLeaves(fake.watch)
     fake_optimizer = _FakeOptimizer(optimizer, fake)
+    step = FakeStep((), {}, False)
     try:
         modules, objects = _reach(model, deep=True)
         for m in modules:
@@ -595,8 +650,10 @@ def fake_step(model: Any, optimizer: torch.optim.Optimizer | None,
         fake_optimizer.swap(leaves, mode)
         fargs, fkwargs = tree_map(fake, (args, kwargs))
         fake.before_step = False
+        step = FakeStep(fargs, fkwargs, fake_optimizer.foreach)
+        del fargs, fkwargs
         with _stepping(swap, mode, leaves):
-            yield FakeStep(fargs, fkwargs, fake_optimizer.foreach)
+            yield step
         fake_optimizer.check(leaves)
     finally:
         leaves.restore()
@@ -610,6 +667,10 @@ def fake_step(model: Any, optimizer: torch.optim.Optimizer | None,
                                             if len(problems) > 8 else "")
                 + ". The step stored tensors deeper than the trace saves (nested "
                 "containers or objects); fix those by hand, or trace with fake=False.")
+        # the trace's own references go; what is still alive is held by something else
+        step.survivors = _Survivors(fake.watch, mode, fake.kept if mode is not
+                                    _active_fake_mode() else None)
+        fake.memo.clear()
 
 
 @contextlib.contextmanager
@@ -690,6 +751,27 @@ def as_on_cuda(optimizer: torch.optim.Optimizer) -> bool:
     return changed
 
 
+_SCALAR_FACTORIES = {torch.ops.aten.zeros.default: 0.0, torch.ops.aten.ones.default: 1.0}
+
+
+class _ScalarConstants(TorchDispatchMode):
+    """0-dim ``zeros``/``ones``/``full`` made as ``torch.tensor(value)``: the fake mode keeps
+    the value of a tensor made that way (its ``constant``), and in-place updates keep it, so
+    an optimizer whose step reads its own scalar state (ASGD's ``mu.item()``) runs fake."""
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
+                           kwargs: dict[str, Any] | None = None) -> Any:
+        kwargs = kwargs or {}
+        value = _SCALAR_FACTORIES.get(func)
+        if func is torch.ops.aten.full.default and len(args) > 1:
+            value = args[1]
+        if value is not None and args and list(args[0]) == [] and isinstance(
+                value, (int, float, bool)):
+            return torch.tensor(value, dtype=kwargs.get("dtype") or torch.get_default_dtype(),
+                                device=kwargs.get("device") or "cpu")
+        return func(*args, **kwargs)
+
+
 def _warm_up(optimizer: torch.optim.Optimizer, mode: FakeTensorMode) -> None:
     """Take one unrecorded fake step so the traced step is a steady-state one.
 
@@ -701,7 +783,7 @@ def _warm_up(optimizer: torch.optim.Optimizer, mode: FakeTensorMode) -> None:
     # Optimizer.__init__ wraps the class's step with the hook runner and marks it
     unhooked = step.__wrapped__ if getattr(step, "hooked", False) else None  # type: ignore[attr-defined]
     try:
-        with _disable_current_modes(), mode:
+        with _disable_current_modes(), mode, _ScalarConstants():
             for p in params:
                 p.grad = torch.zeros_like(p)
             if unhooked is not None:

@@ -44,11 +44,21 @@ Conventions (one place, used everywhere):
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import math
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+import torch
+from torch._subclasses.fake_tensor import FakeTensor
+from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils.flop_counter import sdpa_backward_flop_count, sdpa_flop_count
+
+with contextlib.suppress(ImportError):  # defines torch.ops.torch_attn's varlen ops
+    import torch.nn.attention.varlen
 
 from roofline.tracing.ops import (
     ComplexOperands,
@@ -341,12 +351,39 @@ def _causal_pairs(s_q: int, s_k: int) -> int:
     return full * (full + 1) // 2 + max(0, s_q - s_k) * s_k
 
 
-def _attention(q: Any, k: Any, v: Any, is_causal: bool, backward: bool) -> int:
+def _pairs(s_q: int, s_k: int, mask: str, left: int | None = None,
+           right: int | None = None) -> int:
+    """Query-key pairs a kernel computes: all (``mask="none"``), causal aligned top-left
+    (query i sees keys 0..i) or bottom-right (query i sees keys 0..i + s_k - s_q), and
+    within a sliding window of ``left`` keys before and ``right`` after the aligned
+    diagonal where one is given (None or -1: unbounded)."""
+    if s_q <= 0 or s_k <= 0:
+        return 0
+    if mask == "top_left" and left in (None, -1) and right in (None, -1):
+        return _causal_pairs(s_q, s_k)
+    shift = s_k - s_q if mask == "bottom_right" else 0
+    diagonal = np.arange(s_q, dtype=np.int64) + shift  # the key each query is aligned with
+    hi = np.full(s_q, s_k - 1, dtype=np.int64) if mask == "none" else diagonal
+    if right not in (None, -1):
+        hi = np.minimum(hi, diagonal + int(right))  # type: ignore[arg-type]
+    lo = np.zeros(s_q, dtype=np.int64)
+    if left not in (None, -1):
+        lo = diagonal - int(left)  # type: ignore[arg-type]
+    lo, hi = np.clip(lo, 0, s_k - 1), np.clip(hi, -1, s_k - 1)
+    return int(np.maximum(hi - lo + 1, 0).sum())
+
+
+def _attention(q: Any, k: Any, v: Any, is_causal: bool, backward: bool,
+               pairs: int | None = None) -> int:
+    """FLOPs of attention of (B, H, S, D) shapes, dense or over ``pairs`` query-key pairs
+    per head (causal: top-left; the matmuls' count scales with the pairs computed)."""
     flops = (sdpa_backward_flop_count(q[:-1] + v[-1:], q, k, v) if backward
              else sdpa_flop_count(q, k, v))
-    if is_causal:
-        s_q, s_k = q[-2], k[-2]
-        flops = flops * _causal_pairs(s_q, s_k) // (s_q * s_k)
+    s_q, s_k = q[-2], k[-2]
+    if pairs is None and is_causal:
+        pairs = _causal_pairs(s_q, s_k)
+    if pairs is not None and s_q * s_k:
+        flops = flops * pairs // (s_q * s_k)
     return flops
 
 
@@ -368,6 +405,176 @@ def sdpa_flop(query: Any, key: Any, value: Any, is_causal: bool = False, **_: An
 def sdpa_backward_flop(query: Any, key: Any, value: Any, is_causal: bool = False,
                        **_: Any) -> int:
     return _attention(query, key, value, bool(is_causal), backward=True)
+
+
+# The kernels SDPA calls, called directly (flash-attention style training code, varlen
+# attention): they take (B, S, H, D), or packed (total, H, D) sequences with cumulative
+# offsets, where SDPA takes (B, H, S, D). torch 2.13's formulas for the flash and efficient
+# kernels read (B, S, H, D) as (B, H, S, D) (fixed upstream in pytorch/pytorch#184348) and
+# ignore causality; these count per sequence, causal and windowed as the kernel computes.
+
+def _values(t: Any) -> list[int] | None:
+    """The integer values of a tensor, or None when it has none (meta; a fake one without
+    the constant a fake trace keeps for small integer inputs)."""
+    if isinstance(t, FakeTensor):
+        t = getattr(t, "constant", None)
+    if t is None or t.device.type == "meta":
+        return None
+    with _disable_current_modes():  # the fake mode below must not see a real tensor read
+        return [int(x) for x in t.tolist()]
+
+
+def _lengths(offsets: Any, longest: int) -> list[int]:
+    """Sequence lengths from cumulative offsets; without values, as many sequences of the
+    longest length (an upper bound)."""
+    values = _values(offsets)
+    if values is None:
+        return [int(longest)] * (offsets.shape[0] - 1)
+    return [b - a for a, b in itertools.pairwise(values)]
+
+
+def _kernel_attention(query: Any, key: Any, value: Any, cum_q: Any, cum_k: Any, max_q: Any,
+                      max_k: Any, mask: str, backward: bool, heads_first: bool = False,
+                      left: int | None = None, right: int | None = None) -> int:
+    """FLOPs of an attention kernel over (B, S, H, D) inputs (``heads_first``: (B, H, S, D)),
+    or over packed (total, H, D) sequences when ``cum_q`` gives their offsets."""
+    h, d, h_kv, d_v = query.shape[-2], query.shape[-1], key.shape[-2], value.shape[-1]
+    if cum_q is not None:
+        lengths_q = _lengths(cum_q, max_q)
+        lengths_k = _lengths(cum_k if cum_k is not None else cum_q, max_k)
+        seqs = list(zip(lengths_q, lengths_k, strict=False))
+    elif heads_first:
+        h, h_kv = query.shape[1], key.shape[1]
+        seqs = [(query.shape[2], key.shape[2])] * query.shape[0]
+    else:
+        seqs = [(query.shape[1], key.shape[1])] * query.shape[0]
+    total = 0
+    for (s_q, s_k), count in Counter(seqs).items():
+        shapes = ((1, h, s_q, d), (1, h_kv, s_k, d), (1, h_kv, s_k, d_v))
+        total += count * _attention(*shapes, False, backward,
+                                    pairs=_pairs(s_q, s_k, mask, left, right))
+    return total
+
+
+def _flash_mask(is_causal: bool) -> str:
+    return "top_left" if is_causal else "none"
+
+
+@register_formula(aten._flash_attention_forward, aten._flash_attention_forward_no_dropout_inplace,
+                  category="attention", get_raw=True)
+def flash_attention_flop(query: Any, key: Any, value: Any, cum_seq_q: Any = None,
+                         cum_seq_k: Any = None, max_q: int = 0, max_k: int = 0,
+                         is_causal: bool = False, window_size_left: int | None = None,
+                         window_size_right: int | None = None, **_: Any) -> int:
+    return _kernel_attention(query, key, value, cum_seq_q, cum_seq_k, max_q, max_k,
+                             _flash_mask(is_causal), False, left=window_size_left,
+                             right=window_size_right)
+
+
+@register_formula(aten._flash_attention_backward, category="attention", get_raw=True)
+def flash_attention_backward_flop(query: Any, key: Any, value: Any, cum_seq_q: Any = None,
+                                  cum_seq_k: Any = None, max_q: int = 0, max_k: int = 0,
+                                  is_causal: bool = False,
+                                  window_size_left: int | None = None,
+                                  window_size_right: int | None = None, **_: Any) -> int:
+    return _kernel_attention(query, key, value, cum_seq_q, cum_seq_k, max_q, max_k,
+                             _flash_mask(is_causal), True, left=window_size_left,
+                             right=window_size_right)
+
+
+# the efficient kernel's custom_mask_type (aten/src/ATen/native/transformers/cuda/
+# mem_eff_attention: CustomMaskType): 0 none, 1 causal from the top left, 2 from the
+# bottom right; window_size: the keys at most that far before the diagonal
+_EFFICIENT_MASKS = {0: "none", 1: "top_left", 2: "bottom_right"}
+
+
+@register_formula(aten._efficient_attention_forward, category="attention", get_raw=True)
+def efficient_attention_flop(query: Any, key: Any, value: Any, cu_seqlens_q: Any = None,
+                             cu_seqlens_k: Any = None, max_seqlen_q: int | None = None,
+                             max_seqlen_k: int | None = None, custom_mask_type: int = 0,
+                             window_size: int | None = None, **_: Any) -> int:
+    return _kernel_attention(query, key, value, cu_seqlens_q, cu_seqlens_k, max_seqlen_q or 0,
+                             max_seqlen_k or 0, _EFFICIENT_MASKS.get(custom_mask_type, "none"),
+                             False, left=window_size)
+
+
+@register_formula(aten._efficient_attention_backward, category="attention", get_raw=True)
+def efficient_attention_backward_flop(query: Any, key: Any, value: Any,
+                                      cu_seqlens_q: Any = None, cu_seqlens_k: Any = None,
+                                      max_seqlen_q: int = 0, max_seqlen_k: int = 0,
+                                      custom_mask_type: int = 0,
+                                      window_size: int | None = None, **_: Any) -> int:
+    return _kernel_attention(query, key, value, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                             max_seqlen_k, _EFFICIENT_MASKS.get(custom_mask_type, "none"),
+                             True, left=window_size)
+
+
+# cuDNN's kernel takes SDPA's (B, H, S, D), or packed sequences with offsets (varlen)
+@register_formula(aten._cudnn_attention_forward, category="attention", get_raw=True)
+def cudnn_attention_flop(query: Any, key: Any, value: Any, cum_seq_q: Any = None,
+                         cum_seq_k: Any = None, max_q: int = 0, max_k: int = 0,
+                         is_causal: bool = False, **_: Any) -> int:
+    return _kernel_attention(query, key, value, cum_seq_q, cum_seq_k, max_q, max_k,
+                             _flash_mask(is_causal), False, heads_first=True)
+
+
+@register_formula(aten._cudnn_attention_backward, category="attention", get_raw=True)
+def cudnn_attention_backward_flop(query: Any, key: Any, value: Any, cum_seq_q: Any = None,
+                                  cum_seq_k: Any = None, max_q: int = 0, max_k: int = 0,
+                                  is_causal: bool = False, **_: Any) -> int:
+    return _kernel_attention(query, key, value, cum_seq_q, cum_seq_k, max_q, max_k,
+                             _flash_mask(is_causal), True, heads_first=True)
+
+
+@register_formula(aten._scaled_dot_product_fused_attention_overrideable,
+                  category="attention", complex_flops=4)
+def fused_attention_overrideable_flop(query: Any, key: Any, value: Any,
+                                      is_causal: bool = False, **_: Any) -> int:
+    return _attention(query, key, value, bool(is_causal), backward=False)
+
+
+@register_formula(aten._scaled_dot_product_fused_attention_overrideable_backward,
+                  category="attention", complex_flops=4)
+def fused_attention_overrideable_backward_flop(query: Any, key: Any, value: Any,
+                                               is_causal: bool = False, **_: Any) -> int:
+    return _attention(query, key, value, bool(is_causal), backward=True)
+
+
+def _varlen_mask(is_causal: bool, window_size: Any) -> tuple[str, int | None, int | None]:
+    """torch.nn.attention.varlen: ``window_size=(left, right)``, ``(-1, 0)`` causal."""
+    left, right = (*tuple(window_size), None, None)[:2] if window_size else (None, None)
+    causal = is_causal or (left == -1 and right == 0)
+    return ("top_left" if causal else "none"), left, (None if causal else right)
+
+
+def _register_varlen() -> None:
+    """torch.nn.attention.varlen's custom ops (``torch.ops.torch_attn``), where they exist."""
+    try:
+        ops = torch.ops.torch_attn
+        forward, out, backward = ops._varlen_attn, ops._varlen_attn_out, ops._varlen_attn_backward
+    except (AttributeError, RuntimeError):  # a torch without varlen attention
+        return
+
+    @register_formula(forward, out, category="attention", get_raw=True)
+    def varlen_attention_flop(query: Any, key: Any, value: Any, cu_seq_q: Any,
+                              cu_seq_k: Any = None, max_q: int = 0, max_k: int = 0,
+                              is_causal: bool = False, window_size: Any = None,
+                              **_: Any) -> int:
+        mask, left, right = _varlen_mask(is_causal, window_size)
+        return _kernel_attention(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, mask,
+                                 False, left=left, right=right)
+
+    @register_formula(backward, category="attention", get_raw=True)
+    def varlen_attention_backward_flop(query: Any, key: Any, value: Any, cu_seq_q: Any,
+                                       cu_seq_k: Any = None, max_q: int = 0, max_k: int = 0,
+                                       is_causal: bool = False, window_size: Any = None,
+                                       **_: Any) -> int:
+        mask, left, right = _varlen_mask(is_causal, window_size)
+        return _kernel_attention(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, mask,
+                                 True, left=left, right=right)
+
+
+_register_varlen()
 
 
 # --- convolution backward (torch's formula ignores groups: depthwise convs come out

@@ -127,24 +127,25 @@ def traced_step(model_or_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
     cap = Capture(warn=True, annotate=annotate)
     cap.modules = modules_of(fn, deep=False)  # their unused parameters take memory too
     attend = AttentionAs(attention, fake=fake)
-    foreach = False
+    faked = None
     with contextlib.ExitStack() as stack:
         if fake:
             faked = stack.enter_context(fake_step(fn, optimizer, args, kwargs))
-            args, kwargs, foreach = faked.args, faked.kwargs, faked.foreach
         if attention != "as-run":
             stack.enter_context(attend)
         try:
             with cap:
-                loss = run_step(fn, args, kwargs, train=train, loss_fn=loss_fn,
-                                optimizer=optimizer)
+                loss = run_step(fn, *((faked.args, faked.kwargs) if faked else (args, kwargs)),
+                                train=train, loss_fn=loss_fn, optimizer=optimizer)
         except DATA_DEPENDENT as e:
             raise FakeModeError(
                 f"{name} ran an op whose result depends on tensor values ({e}); fake "
                 "tensors have no values. Trace it with real tensors (fake=False).") from e
+    if faked is not None:
+        faked.check_survivors()
     cap.trace.info = captured_info(name, train=train, fake=fake, attend=attend,
-                                   batch=leading_dim(args, kwargs) or None,
-                                   loss=loss, optimizer_foreach=foreach)
+                                   batch=leading_dim(args, kwargs) or None, loss=loss,
+                                   optimizer_foreach=faked is not None and faked.foreach)
     return cap.trace
 
 

@@ -199,6 +199,8 @@ class RealIndices(TorchDispatchMode):
     every other op goes on to the fake mode.
     """
 
+    supports_higher_order_operators = True  # passed on whole
+
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
                            kwargs: dict[str, Any] | None = None) -> Any:
         kwargs = kwargs or {}
