@@ -273,6 +273,7 @@ def main() -> int:
                         help="old=new: a string renamed on purpose (JSON values)")
     parser.add_argument("--rename-category", action="append", default=[],
                         help="old=new: an op category renamed on purpose (by_category keys)")
+    parser.add_argument("--show", type=int, default=200, help="differences printed")
     parser.add_argument("--rel", type=float, default=0.0,
                         help="relative tolerance for floats (default 0: bitwise)")
     args = parser.parse_args()
@@ -303,9 +304,10 @@ def main() -> int:
         old = roofline.Trace.from_json((args.check / f"{name}.json").read_text())
         _diff(_renamed(json.loads(old.to_json()), renames), json.loads(t.to_json()),
               f"retraced {name}", problems, args.rel)
-    for line in problems[:200]:
+    for line in problems[:args.show]:
         print(line)
-    print(f"{len(problems)} differences" + (" (first 200 shown)" if len(problems) > 200 else ""))
+    shown = f" (first {args.show} shown)" if len(problems) > args.show else ""
+    print(f"{len(problems)} differences{shown}")
     return 1 if problems else 0
 
 

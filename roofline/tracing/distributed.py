@@ -131,7 +131,10 @@ def _rebuilt_optimizer(optimizer: torch.optim.Optimizer | None, model: nn.Module
 
     Each group keeps its own settings (lr, momentum...) and holds the wrapped model's
     parameters that stand for its own, found by name (DDP prefixes ``module.``; FSDP2 and
-    tensor parallelism keep the names): an optimizer over the head alone stays one.
+    tensor parallelism keep the names): an optimizer over the head alone stays one. A
+    group whose parameters are partly DTensors (tensor parallelism splits some layers and
+    leaves the rest whole) becomes two groups of the same settings, one of each kind: a
+    foreach kernel runs per group, and DTensor refuses one over both kinds.
     """
     if optimizer is None:
         return None
@@ -150,10 +153,18 @@ def _rebuilt_optimizer(optimizer: torch.optim.Optimizer | None, model: nn.Module
                     "optimizer on the wrapped model's parameters, so it must optimise the "
                     "traced model's own")
             params.append(placed[name])
-        groups.append({**{k: v for k, v in group.items() if k != "params"}, "params": params})
+        settings = {k: v for k, v in group.items() if k != "params"}
+        for kind in (True, False):
+            share = [p for p in params if _is_dtensor(p) is kind]
+            if share:
+                groups.append({**settings, "params": share})
     accepted = inspect.signature(type(optimizer).__init__).parameters
     defaults = {k: v for k, v in optimizer.defaults.items() if k in accepted}
     return type(optimizer)(groups, **defaults)
+
+
+def _is_dtensor(t: torch.Tensor) -> bool:
+    return type(t).__module__.startswith("torch.distributed.tensor")
 
 
 def _wrapper(fn: Any) -> str | None:

@@ -32,6 +32,7 @@ What the wrappers work around on a fake process group:
 from __future__ import annotations
 
 import itertools
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +42,7 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from roofline._checks import number
+from roofline._errors import RooflineWarning
 
 
 @dataclass
@@ -279,38 +281,58 @@ def _fsdp(model: nn.Module, options: Parallel, wrapping: Wrapping) -> nn.Module:
 
 
 def tp_plan(model: nn.Module) -> dict[str, Any]:
-    """The Megatron-style plan of a model: sibling Linear pairs (widen, then narrow).
+    """The Megatron-style plan of a model: up-projections split by columns, the projection
+    after them by rows (one all-reduce in forward and one in backward per split pair).
 
-    In each module, consecutive ``nn.Linear`` children ``a``, ``b`` with
-    ``a.in_features < a.out_features == b.in_features`` (an MLP's up and down
-    projections) become ``a: ColwiseParallel()``, ``b: RowwiseParallel()``: one all-reduce
-    in forward, one in backward per pair.
+    A module whose class declares ``tp_plan = {child: "colwise" | "rowwise"}`` (the zoo's
+    attention and MLP blocks: their attention counts heads from the projections' widths,
+    so a rank runs its share) gives its own entries. Elsewhere, among a module's
+    ``nn.Linear`` children: those that widen (``in < out``) to one width, followed by the
+    one that narrows it back (an MLP; SwiGLU's w1, w3 and w2), else each consecutive pair
+    ``a``, ``b`` with ``a.in_features < a.out_features == b.in_features``. Everything
+    else stays whole on every rank (replicated). Attention the model does not declare is
+    not split: its head count is fixed in the model's code.
     """
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
 
+    styles = {"colwise": ColwiseParallel, "rowwise": RowwiseParallel}
     plan: dict[str, Any] = {}
     for prefix, module in model.named_modules():
-        linears = [(name, c) for name, c in module.named_children()
-                   if any(True for _ in c.parameters())]
-        for (na, a), (nb, b) in itertools.pairwise(linears):
-            if (isinstance(a, nn.Linear) and isinstance(b, nn.Linear)
-                    and a.in_features < a.out_features == b.in_features
-                    and f"{prefix}.{na}".lstrip(".") not in plan):
-                plan[f"{prefix}.{na}".lstrip(".")] = ColwiseParallel()
-                plan[f"{prefix}.{nb}".lstrip(".")] = RowwiseParallel()
+        declared = getattr(type(module), "tp_plan", None)
+        entries = (declared if isinstance(declared, dict)
+                   else _derived(dict(module.named_children())))
+        for child, style in entries.items():
+            if style not in styles:
+                raise ValueError(f"{type(module).__name__}.tp_plan[{child!r}] = {style!r}: "
+                                 "expected 'colwise' or 'rowwise'")
+            plan.setdefault(f"{prefix}.{child}".lstrip("."), styles[style]())
     return plan
+
+
+def _derived(children: dict[str, nn.Module]) -> dict[str, str]:
+    """The split of one module's Linear children (see :func:`tp_plan`)."""
+    linears = {n: c for n, c in children.items() if isinstance(c, nn.Linear)}
+    up = {n: c for n, c in linears.items() if c.in_features < c.out_features}
+    widths = {(c.in_features, c.out_features) for c in up.values()}
+    if len(widths) == 1:
+        (narrow, wide), = widths
+        down = [n for n, c in linears.items() if (c.in_features, c.out_features) == (wide,
+                                                                                    narrow)]
+        if len(down) == 1:
+            return {**dict.fromkeys(up, "colwise"), down[0]: "rowwise"}
+    entries: dict[str, str] = {}
+    named = [(n, c) for n, c in children.items() if any(True for _ in c.parameters())]
+    for (na, a), (nb, b) in itertools.pairwise(named):
+        if (isinstance(a, nn.Linear) and isinstance(b, nn.Linear)
+                and a.in_features < a.out_features == b.in_features and na not in entries):
+            entries[na], entries[nb] = "colwise", "rowwise"
+    return entries
 
 
 def _tp(model: nn.Module, options: Parallel, wrapping: Wrapping) -> nn.Module:
     from torch.distributed.tensor.parallel import parallelize_module
 
     plan = options.plan if options.plan is not None else tp_plan(model)
-    if not plan:
-        raise ValueError(
-            f"tensor parallel: found no pair of sibling Linear layers to split in "
-            f"{type(model).__name__} (an MLP's up- then down-projection); pass the plan: "
-            "roofline.Parallel('tp', plan={'mlp.fc1': ColwiseParallel(), 'mlp.fc2': "
-            "RowwiseParallel()})")
     world = wrapping.world
     for name in plan:
         target = model.get_submodule(name) if name else model
@@ -318,6 +340,14 @@ def _tp(model: nn.Module, options: Parallel, wrapping: Wrapping) -> nn.Module:
             if isinstance(width, int) and width % world:
                 raise ValueError(f"tensor parallel over {world} GPUs: {name} has {width} "
                                  f"features, not divisible by {world}")
+    if not plan:
+        warnings.warn(
+            f"tensor parallel: found no layer to split in {type(model).__name__} (torch's "
+            "tensor-parallel styles split nn.Linear layers; none widens and narrows back): "
+            "every GPU holds the whole model and runs the whole step, so tensor parallelism "
+            "gives no speedup. Use parallel='ddp' or 'fsdp' (--parallel ddp|fsdp), or pass "
+            "a plan", RooflineWarning, stacklevel=2)
+        return model
     return parallelize_module(model, wrapping.mesh, plan)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -11,6 +11,10 @@ from torch import nn
 
 class BertLayer(nn.Module):
     """Post-LN encoder layer: ``LN(x + attn(x))`` then ``LN(x + ffn(x))``; GELU (erf)."""
+
+    tp_plan: ClassVar[dict[str, str]] = {
+        "query": "colwise", "key": "colwise", "value": "colwise", "attn_out": "rowwise",
+        "ffn_in": "colwise", "ffn_out": "rowwise"}
 
     def __init__(self, hidden: int, n_head: int, ffn: int, dropout: float, eps: float) -> None:
         super().__init__()
@@ -28,11 +32,11 @@ class BertLayer(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``(B, T, H) -> (B, T, H)``, bidirectional attention, no padding mask."""
         B, T, H = x.shape
-        q, k, v = (lin(x).view(B, T, self.n_head, H // self.n_head).transpose(1, 2)
+        q, k, v = (lin(x).view(B, T, -1, H // self.n_head).transpose(1, 2)
                    for lin in (self.query, self.key, self.value))
         p = self.dropout if self.training else 0.0
         y = F.scaled_dot_product_attention(q, k, v, dropout_p=p)
-        y = y.transpose(1, 2).reshape(B, T, H)
+        y = y.transpose(1, 2).reshape(B, T, -1)
         x = self.attn_ln(x + self.drop(self.attn_out(y)))
         return self.ffn_ln(x + self.drop(self.ffn_out(F.gelu(self.ffn_in(x)))))
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -11,7 +11,15 @@ from torch import nn
 
 
 class CausalSelfAttention(nn.Module):
-    """Multi-head causal self-attention through ``F.scaled_dot_product_attention``."""
+    """Multi-head causal self-attention through ``F.scaled_dot_product_attention``.
+
+    Heads are counted from the projection's width (``view(..., -1, head_dim)``), so a
+    tensor-parallel rank holding ``n_head / world`` of them runs as it is (``tp_plan``).
+    """
+
+    #: tensor parallelism (Megatron): the fused q/k/v projection split by columns, the
+    #: output projection by rows (roofline.tracing.strategies.tp_plan reads it)
+    tp_plan: ClassVar[dict[str, str]] = {"c_attn": "colwise", "c_proj": "rowwise"}
 
     def __init__(self, n_embd: int, n_head: int, dropout: float) -> None:
         super().__init__()
@@ -23,16 +31,19 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``(B, T, C) -> (B, T, C)``."""
         B, T, C = x.shape
-        q, k, v = self.c_attn(x).split(C, dim=2)
-        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
+        qkv = self.c_attn(x)
+        q, k, v = qkv.split(qkv.size(-1) // 3, dim=2)
+        q, k, v = (t.view(B, T, -1, C // self.n_head).transpose(1, 2) for t in (q, k, v))
         p = self.dropout if self.training else 0.0
         y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
-        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        y = y.transpose(1, 2).contiguous().view(B, T, -1)
         return self.resid_dropout(self.c_proj(y))
 
 
 class MLP(nn.Module):
     """``Linear(C, 4C) -> GELU(tanh) -> Linear(4C, C) -> Dropout``."""
+
+    tp_plan: ClassVar[dict[str, str]] = {"c_fc": "colwise", "c_proj": "rowwise"}
 
     def __init__(self, n_embd: int, dropout: float) -> None:
         super().__init__()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -35,6 +35,9 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 class Attention(nn.Module):
     """Causal attention with rotary embeddings and grouped-query (``n_kv_heads``) K/V."""
 
+    tp_plan: ClassVar[dict[str, str]] = {"wq": "colwise", "wk": "colwise", "wv": "colwise",
+                                         "wo": "rowwise"}
+
     def __init__(self, dim: int, n_heads: int, n_kv_heads: int) -> None:
         super().__init__()
         self.n_heads, self.n_kv_heads, self.head_dim = n_heads, n_kv_heads, dim // n_heads
@@ -46,17 +49,18 @@ class Attention(nn.Module):
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         """``(B, T, D) -> (B, T, D)``; ``cos``/``sin`` are ``(T, head_dim)``."""
         B, T, _ = x.shape
-        q = self.wq(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)
-        k = self.wk(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)
-        v = self.wv(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        # heads from the projections' widths: a tensor-parallel rank holds a share of them
+        q = self.wq(x).view(B, T, -1, self.head_dim).transpose(1, 2)
+        k = self.wk(x).view(B, T, -1, self.head_dim).transpose(1, 2)
+        v = self.wv(x).view(B, T, -1, self.head_dim).transpose(1, 2)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
-        if self.n_kv_heads == self.n_heads:
+        if k.size(1) == q.size(1):
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         elif _NATIVE_GQA:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
         else:  # torch < 2.5: materialise the repeated K/V heads
-            rep = self.n_heads // self.n_kv_heads
+            rep = q.size(1) // k.size(1)
             k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return self.wo(y.transpose(1, 2).reshape(B, T, -1))
@@ -64,6 +68,8 @@ class Attention(nn.Module):
 
 class FeedForward(nn.Module):
     """SwiGLU: ``w2(silu(w1 x) * w3 x)``."""
+
+    tp_plan: ClassVar[dict[str, str]] = {"w1": "colwise", "w3": "colwise", "w2": "rowwise"}
 
     def __init__(self, dim: int, hidden_dim: int) -> None:
         super().__init__()

@@ -7,7 +7,7 @@ projection (three-way weight tying), label-smoothed cross-entropy (0.1).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -16,6 +16,9 @@ from torch import nn
 
 class MultiHeadAttention(nn.Module):
     """Self- (``mem is None``) or cross-attention through ``F.scaled_dot_product_attention``."""
+
+    tp_plan: ClassVar[dict[str, str]] = {"q_proj": "colwise", "k_proj": "colwise",
+                                         "v_proj": "colwise", "out_proj": "rowwise"}
 
     def __init__(self, d_model: int, n_head: int, dropout: float) -> None:
         super().__init__()
@@ -30,13 +33,13 @@ class MultiHeadAttention(nn.Module):
         """Queries from ``x`` ``(B, T, D)``, keys/values from ``mem`` (or ``x``)."""
         kv = x if mem is None else mem
         B, T, D = x.shape
-        h, hd = self.n_head, D // self.n_head
-        q = self.q_proj(x).view(B, T, h, hd).transpose(1, 2)
-        k = self.k_proj(kv).view(B, -1, h, hd).transpose(1, 2)
-        v = self.v_proj(kv).view(B, -1, h, hd).transpose(1, 2)
+        hd = D // self.n_head  # heads from the width: a tensor-parallel rank holds a share
+        q = self.q_proj(x).view(B, T, -1, hd).transpose(1, 2)
+        k = self.k_proj(kv).view(B, kv.size(1), -1, hd).transpose(1, 2)
+        v = self.v_proj(kv).view(B, kv.size(1), -1, hd).transpose(1, 2)
         p = self.dropout if self.training else 0.0
         y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=causal)
-        return self.out_proj(y.transpose(1, 2).reshape(B, T, D))
+        return self.out_proj(y.transpose(1, 2).reshape(B, T, -1))
 
 
 def feed_forward(d_model: int, d_ff: int) -> nn.Sequential:
@@ -46,6 +49,8 @@ def feed_forward(d_model: int, d_ff: int) -> nn.Sequential:
 
 class EncoderLayer(nn.Module):
     """``LN(x + self_attn(x))`` then ``LN(x + ffn(x))``."""
+
+    tp_plan: ClassVar[dict[str, str]] = {"ffn.0": "colwise", "ffn.2": "rowwise"}
 
     def __init__(self, d_model: int, n_head: int, d_ff: int, dropout: float) -> None:
         super().__init__()
@@ -63,6 +68,8 @@ class EncoderLayer(nn.Module):
 
 class DecoderLayer(nn.Module):
     """Causal self-attention, cross-attention to the encoder output, FFN; all post-LN."""
+
+    tp_plan: ClassVar[dict[str, str]] = {"ffn.0": "colwise", "ffn.2": "rowwise"}
 
     def __init__(self, d_model: int, n_head: int, d_ff: int, dropout: float) -> None:
         super().__init__()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -11,6 +11,8 @@ from torch import nn
 
 class Attention(nn.Module):
     """Bidirectional multi-head self-attention through ``F.scaled_dot_product_attention``."""
+
+    tp_plan: ClassVar[dict[str, str]] = {"qkv": "colwise", "proj": "rowwise"}
 
     def __init__(self, dim: int, n_head: int, dropout: float) -> None:
         super().__init__()
@@ -21,14 +23,16 @@ class Attention(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``(B, N, D) -> (B, N, D)``."""
         B, N, D = x.shape
-        qkv = self.qkv(x).view(B, N, 3, self.n_head, D // self.n_head).permute(2, 0, 3, 1, 4)
+        qkv = self.qkv(x).view(B, N, 3, -1, D // self.n_head).permute(2, 0, 3, 1, 4)
         p = self.dropout if self.training else 0.0
         y = F.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], dropout_p=p)
-        return self.proj(y.transpose(1, 2).reshape(B, N, D))
+        return self.proj(y.transpose(1, 2).reshape(B, N, -1))
 
 
 class Block(nn.Module):
     """Pre-LN encoder block with a GELU (erf) MLP."""
+
+    tp_plan: ClassVar[dict[str, str]] = {"mlp.0": "colwise", "mlp.3": "rowwise"}
 
     def __init__(self, dim: int, n_head: int, mlp_dim: int, dropout: float, eps: float) -> None:
         super().__init__()
