@@ -198,8 +198,13 @@ def max_batch(build: Callable[[int], Trace], device: str | DeviceSpec, *,
     if not callable(build):
         raise TypeError(f"max_batch(build, device): build must be a function of the batch "
                         f"that returns a Trace, got {type(build).__name__}")
+    context_bytes = whole("context_bytes", context_bytes, at_least=0)
+    workspace_bytes = whole("workspace_bytes", workspace_bytes, at_least=0)
+    if not isinstance(fit_batches, (tuple, list)) or len(fit_batches) != 2:
+        raise ValueError(f"fit_batches must be two batch sizes (a, b), got {fit_batches!r}")
     b1, b2 = fit_batches
-    if not (isinstance(b1, int) and isinstance(b2, int) and 1 <= b1 < b2 <= limit):
+    if not (isinstance(b1, int) and isinstance(b2, int) and not isinstance(b1, bool)
+            and not isinstance(b2, bool) and 1 <= b1 < b2 <= limit):
         raise ValueError(f"fit_batches must be two whole numbers 1 <= a < b <= limit, "
                          f"got {fit_batches!r}")
     search = _Search(_builds or _Builds(build), spec, limit, context_bytes, workspace_bytes)

@@ -7,9 +7,11 @@ assumption of :class:`Fit`.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 from roofline._checks import whole
+from roofline._errors import RooflineWarning
 from roofline._si import si
 from roofline.analysis.memory import MemoryReport, _timeline, memory
 from roofline.hardware import DeviceSpec, get_device
@@ -120,13 +122,18 @@ def fits(trace: Trace | MemoryReport, device: str | DeviceSpec, *,
         When the device has no ``memory_bytes`` in the registry.
     """
     if not isinstance(trace, (Trace, MemoryReport)):
-        raise TypeError(f"fits() takes a Trace or its roofline.memory() report, got "
-                        f"{type(trace).__name__}" + (" (pass analysis.trace)" if hasattr(
-                            trace, "trace") else ""))
+        raise TypeError(f"fits(trace, device): trace must be a Trace or its roofline.memory() "
+                        f"report, got {type(trace).__name__}" + (
+                            " (pass analysis.trace)" if hasattr(trace, "trace") else ""))
     context_bytes = whole("context_bytes", context_bytes, at_least=0)
     workspace_bytes = whole("workspace_bytes", workspace_bytes, at_least=0)
     spec = get_device(device)
     capacity = _capacity(spec)
+    if spec.vendor.lower() != "nvidia" and (context_bytes, workspace_bytes) != (
+            CUDA_CONTEXT_BYTES, CUBLAS_WORKSPACE_BYTES):
+        warnings.warn(f"context_bytes and workspace_bytes are CUDA's overheads: {spec.name} "
+                      f"is a {spec.vendor} device, and they are not added",
+                      RooflineWarning, stacklevel=2)
     report = trace if isinstance(trace, MemoryReport) else memory(trace)
     block, fixed, assumptions = _overheads(spec, context_bytes, workspace_bytes)
     overheads: dict[str, int] = {}

@@ -43,6 +43,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from roofline._checks import whole
 from roofline._si import si
 from roofline.tracing.records import STORAGE_KINDS, Storage, Trace
 
@@ -168,6 +169,8 @@ def memory(trace: Trace, depth: int | None = 2) -> MemoryReport:
     if not isinstance(trace, Trace):
         raise TypeError(f"roofline.memory takes a Trace (from roofline.trace or "
                         f"roofline.capture), got {type(trace).__name__}")
+    if depth is not None:
+        depth = whole("depth", depth, at_least=0)
     if not trace.ops or not trace.storages:
         what = "no ops" if not trace.ops else "no storage table (an older trace file, or a " \
             "Trace.filter result, whose op indices no longer match)"

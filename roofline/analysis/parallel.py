@@ -21,6 +21,7 @@ strategy (DDP, FSDP, TP) does to the batch and the schedule is its
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -28,6 +29,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from roofline._checks import whole
+from roofline._errors import RooflineWarning
 from roofline._si import si
 from roofline.analysis.collectives import CollectiveCost, collective_cost
 from roofline.analysis.options import Options
@@ -185,6 +188,10 @@ def _baseline(one_gpu: Trace | Analysis | float | None, one_gpu_batch: int | Non
             one_gpu_batch, int) or one_gpu_batch < 1):
         raise ValueError(f"one_gpu_batch={one_gpu_batch!r}: expected a whole number >= 1")
     traced: int | None = None
+    if one_gpu is None and one_gpu_batch is not None:
+        warnings.warn("one_gpu_batch= is the batch of the one_gpu= step, and no one_gpu= was "
+                      "given: it is not used (no speedup over one GPU)", RooflineWarning,
+                      stacklevel=3)
     if isinstance(one_gpu, Analysis):
         seconds: float | None = one_gpu.seconds
         traced = one_gpu.trace.info.batch
@@ -371,10 +378,25 @@ def scaling(model: Any, inputs: Sequence[Any], device: str | DeviceSpec, *,
     """
     spec = get_device(device)
     strategy = as_parallel(parallel_kind).strategy
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"scaling(model, inputs, device): model must be an nn.Module, got "
+                        f"{type(model).__name__}")
+    if not isinstance(inputs, (tuple, list)) or not inputs:
+        raise TypeError("scaling(model, inputs, device): inputs must be a non-empty tuple of "
+                        f"the model's arguments (one GPU's batch), got {type(inputs).__name__}"
+                        + (" (wrap a single tensor: (x,))" if isinstance(inputs, torch.Tensor)
+                           else ""))
+    if isinstance(gpus, (int, str)) or not gpus:
+        raise ValueError(f"scaling(gpus=...): gpus must be a sequence of GPU counts, e.g. "
+                         f"(1, 2, 4, 8), got {gpus!r}")
+    whole("gpus_per_node", gpus_per_node)
     for n in gpus:
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ValueError(f"scaling(gpus={tuple(gpus)!r}): GPU counts are whole numbers "
                              f">= 1, got {n!r}")
+    if set(gpus) == {1}:
+        warnings.warn("scaling(gpus=(1,)): one GPU only, nothing to scale; pass more counts, "
+                      "e.g. gpus=(1, 2, 4, 8)", RooflineWarning, stacklevel=2)
     one = trace_step(model, *inputs, train=True, fake=True, optimizer=optimizer,
                      loss_fn=loss_fn)
     t1 = analyze(one, spec, **options).seconds

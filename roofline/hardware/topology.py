@@ -32,6 +32,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from roofline._checks import number, whole
 from roofline.hardware.links import HostLink, Interconnect
 from roofline.hardware.spec import DeviceSpec
 
@@ -201,6 +202,8 @@ def topology(spec: DeviceSpec, gpus: int, nodes: int = 1, *, nics: int = DEFAULT
             raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
     if gpus % nodes:
         raise ValueError(f"{gpus} GPUs do not spread evenly over {nodes} nodes")
+    whole("nics", nics)
+    number("nic_bits_per_s", nic_bits_per_s, above=0)
     per_node = gpus // nodes
     intra = intra_node_link(spec, max(per_node, 2))
     inter = network_link(nics, nic_bits_per_s) if nodes > 1 else None

@@ -55,6 +55,11 @@ def style() -> Iterator[None]:
 def axes(ax: Axes | None, size: tuple[float, float]) -> Axes:
     """``ax``, or the Axes of a new figure of ``size`` inches (constrained layout)."""
     if ax is not None:
+        from matplotlib.axes import Axes
+
+        if not isinstance(ax, Axes):
+            raise TypeError(f"ax must be a matplotlib Axes (or None for a new figure), got "
+                            f"{type(ax).__name__}")
         return ax
     import matplotlib.pyplot as plt
 
