@@ -1,11 +1,12 @@
-"""The reasons of a speedup in words: ``roofline.explain(comparison)``."""
+"""The reasons of a speedup in words: ``roofline.explain(comparison)``; where a step's
+memory peaks, in words (:func:`peak_where`)."""
 
 from __future__ import annotations
 
 import math
 
 from roofline._si import si
-from roofline.analysis import Comparison, ParallelAnalysis, Reasons
+from roofline.analysis import Comparison, MemoryReport, ParallelAnalysis, Reasons
 from roofline.tracing.records import Category
 
 #: A bound with a smaller share of the step than this is not worth a clause.
@@ -136,3 +137,10 @@ def _wrapper_share(p: ParallelAnalysis) -> float:
             or rank_batch != p.one_gpu_batch):
         return 0.0
     return max(p.compute_total_seconds - p.one_gpu_seconds, 0.0) / p.seconds
+
+
+def peak_where(r: MemoryReport) -> str:
+    """Where a step's memory peaks: ``"aten.mm.default (op 28, backward, MLP.net.3)"``
+    (the module left out when the op ran in none)."""
+    module = f", {r.peak_module}" if r.peak_module else ""
+    return f"{r.peak_name} (op {r.peak_op}, {r.peak_phase}{module})"
