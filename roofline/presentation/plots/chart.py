@@ -191,9 +191,12 @@ _ENGINE_COLORS = {"matrix": "#222222", "vector": "#555555"}
 
 
 def _engines(a: Analysis) -> list[Engine]:
-    """The engines the analysis ran FLOPs on, fastest first."""
+    """The engines the analysis ran FLOPs on, fastest first; engines of the same peak
+    (an MI300X's fp32 matrix and vector units) matrix first, then by dtype, so that the
+    order, and the chart, do not follow the set's hash order (``PYTHONHASHSEED``)."""
     used = {e for e in a.engine if e is not None}
-    return sorted(used, key=lambda e: -(a.device.peak_flops_per_s(None, e) or 0.0))
+    return sorted(used, key=lambda e: (-(a.device.peak_flops_per_s(None, e) or 0.0),
+                                       e.kind, e.dtype, e.accumulate))
 
 
 def roofs(spec: DeviceSpec, engines: list[Engine], linestyle: str = "-",
