@@ -194,3 +194,26 @@ def test_analyze_has_a_memory_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert data["memory"]["fits"] and data["memory"]["peak_bytes"] > 16 * MLP_PARAMS
     assert main(["analyze", "mlp", "--device", "Xeon Platinum 8480+"]) == 0
     assert "has no memory size in the registry: no fit checked" in capsys.readouterr().out
+
+
+def test_one_table_renderer_aligns_every_table() -> None:
+    """The analysis, device, memory and collective tables share tables._table: names
+    left-aligned, numbers right-aligned, a rule under the header only when asked for, and
+    a given width kept as a format spec keeps it."""
+    from roofline.presentation.tables import _table
+
+    assert _table(["op", "time"], [["mm", "1 ms"], ["add", "12 us"]], left=1) == (
+        "op    time\n---  -----\nmm    1 ms\nadd  12 us")
+    assert _table(["kind", "bytes"], [["input", "8 B"]], left=1, sep=" ", indent="  ",
+                  rule=False, widths=(6, 6)) == ("  kind    bytes\n  input     8 B")
+    assert _table(None, [["tensors", "1 GB"]], left=1, widths=(3, 5)) == "tensors   1 GB"
+
+
+def test_the_memory_peak_is_named_in_one_phrase() -> None:
+    from roofline.analysis import MemoryReport
+
+    def report(module: str) -> MemoryReport:
+        return MemoryReport({}, 10, 28, "aten.mm.default", module, "backward", {}, [], {})
+
+    assert report("MLP.net.3").where == "aten.mm.default (op 28, backward, MLP.net.3)"
+    assert report("").where == "aten.mm.default (op 28, backward)"

@@ -402,3 +402,17 @@ def test_titles_grammar_and_views_only() -> None:
     title = ax.get_title(loc="left")
     assert "()" not in title and "no predicted time" in title
     assert "1 op call with no FLOPs" in title  # singular
+
+
+def test_roofs_of_the_same_peak_come_in_a_fixed_order() -> None:
+    """MI300X's fp32 matrix and vector peaks are equal (163.4 TFLOP/s): the matrix roof is
+    drawn and listed first whatever the hash seed (the engines are a set)."""
+    from roofline.presentation.plots.chart import _engines
+
+    a = roofline.analyze(Trace([MM32, ADD], {"model": "toy"}), "mi300x")
+    engines = _engines(a)
+    assert [e.kind for e in engines] == ["matrix", "vector"]
+    assert {a.device.peak_flops_per_s(None, e) for e in engines} == {163.4e12}
+    ax = roofline.plot.roofline_chart(a)
+    (slope,) = _lines(ax, "bandwidth:")
+    assert slope.get_color() == "#222222"  # the matrix roof's colour, not the vector's

@@ -15,11 +15,14 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from roofline.tracing.attention import MODES as _ATTENTION
+
+if TYPE_CHECKING:
+    from roofline.hardware import DeviceSpec
 
 _DTYPES = {"fp32": None, "float32": None, "tf32": None, "bf16": torch.bfloat16,
            "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}
@@ -142,7 +145,7 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
     return opts
 
 
-def _device(name: str) -> Any:
+def _device(name: str) -> DeviceSpec:
     """A registry name, or a YAML/JSON device file (``roofline calibrate --save`` writes one)."""
     from pathlib import Path
 
@@ -180,41 +183,13 @@ def _outputs(args: argparse.Namespace, result: Any, chart: Callable[[], Any]) ->
         _progress(args, f"wrote {args.html}")
 
 
-def _parallel_text(p: Any) -> str:
-    from roofline._si import si
-    from roofline.presentation.explain import explain
-
-    lines = [repr(p), "", f"  {'collective':<15} {'calls':>5} {'bytes':>9} {'seconds':>9}"]
-    lines += [f"  {kind:<15} {int(v['count']):>5} {si(v['bytes'], 'B'):>9} "
-              f"{si(v['seconds'], 's'):>9}" for kind, v in p.by_kind().items()]
-    return "\n".join(lines) + "\n\n" + explain(p)
-
-
-def _parallel_dict(p: Any) -> dict[str, Any]:
-    top = p.topology
-    links = {"intra_node": {"kind": top.intra.kind,
-                            "bus_bytes_per_s": top.intra.bus_bytes_per_s}}
-    if top.inter is not None:
-        links["inter_node"] = {"kind": top.inter.kind,
-                               "bus_bytes_per_s": top.inter.bus_bytes_per_s}
-    return {"device": p.device.name, "gpus": p.gpus, "nodes": p.nodes,
-            "gpus_per_node": top.gpus_per_node, "links": links,
-            "one_gpu_seconds": p.one_gpu_seconds, "one_gpu_batch": p.one_gpu_batch,
-            "parallel": p.parallel, "seconds": p.seconds,
-            "samples_per_s": p.samples_per_s, "compute_seconds": p.compute_total_seconds,
-            "communication_seconds": p.communication_seconds,
-            "exposed_communication_seconds": p.exposed_communication_seconds,
-            "exposed_share": p.exposed_share, "speedup_vs_one_gpu": p.speedup_vs_one_gpu,
-            "efficiency": p.efficiency, "collectives": p.collectives(),
-            "assumptions": p.assumptions}
-
-
 def cmd_parallel(args: argparse.Namespace, device: Any) -> str:
     """``analyze --gpus N --parallel ddp|fsdp|tp [--nodes M]``: one rank of N, costed."""
     import copy
 
     from roofline.analysis import analyze, parallel
     from roofline.hardware.topology import topology
+    from roofline.presentation import tables
     from roofline.presentation.plots import scaling_curve
 
     args.parallel = args.parallel or "ddp"
@@ -240,7 +215,7 @@ def cmd_parallel(args: argparse.Namespace, device: Any) -> str:
                  one_gpu_batch=t.info.rank_batch or None, **_options(args))
     _require_finite(seconds=p.seconds)
     _outputs(args, p, lambda: scaling_curve(p))
-    return _json(_parallel_dict(p)) if args.json else _parallel_text(p)
+    return _json(tables.parallel_dict(p)) if args.json else tables.parallel_text(p)
 
 
 def cmd_analyze(args: argparse.Namespace) -> str:
@@ -263,84 +238,20 @@ def cmd_analyze(args: argparse.Namespace) -> str:
         _outputs(args, c, lambda: roofline_chart(c))
         if args.json:
             return _json(tables.comparison_dict(c))
-        return (tables.analysis_table(a, args.top) + "\n" + _memory_line(t, device) + "\n\n"
-                + tables.comparison_table(c))
+        return (tables.analysis_table(a, args.top) + "\n" + tables.memory_line(t, device)
+                + "\n\n" + tables.comparison_table(c))
     _outputs(args, a, lambda: roofline_chart(a))
     if args.json:
-        return _json({**tables.analysis_dict(a, args.top), "memory": _memory_summary(t, device)})
-    return tables.analysis_table(a, args.top) + "\n" + _memory_line(t, device)
-
-
-# --- memory --------------------------------------------------------------------------
-
-
-def _memory_summary(t: Any, device: Any) -> dict[str, Any]:
-    """Peak and fit of a trace, for ``analyze --json`` (no fit where the device has no size)."""
-    from roofline.analysis import fits, memory
-
-    r = memory(t)
-    out: dict[str, Any] = {"peak_bytes": r.peak_bytes, "peak_op": r.peak_name,
-                           "peak_phase": r.peak_phase, "peak_module": r.peak_module}
-    if device.memory_bytes:
-        f = fits(r, device)
-        out.update(fits=f.fits, required_bytes=f.required_bytes,
-                   capacity_bytes=f.capacity_bytes, margin_bytes=f.margin_bytes)
-    return out
-
-
-def _memory_line(t: Any, device: Any) -> str:
-    """One line for ``analyze``: the peak, and whether it fits the device."""
-    from roofline._si import si
-
-    m = _memory_summary(t, device)
-    line = f"memory: peak {si(m['peak_bytes'], 'B')} ({m['peak_phase']}, {m['peak_op']})"
-    if "fits" not in m:
-        return line + f"; {device.name} has no memory size in the registry: no fit checked"
-    verdict = "fits" if m["fits"] else "does NOT fit"
-    return (line + f"; with allocator overheads {si(m['required_bytes'], 'B')}: {verdict} "
-            f"{device.name}'s {si(m['capacity_bytes'], 'B')} (margin "
-            f"{si(m['margin_bytes'], 'B')}; roofline memory for the details)")
-
-
-def _fit_dict(f: Any) -> dict[str, Any]:
-    return {"fits": f.fits, "device": f.device, "capacity_bytes": f.capacity_bytes,
-            "tensor_bytes": f.tensor_bytes, "overheads": f.overheads,
-            "required_bytes": f.required_bytes, "margin_bytes": f.margin_bytes,
-            "margin_fraction": f.margin_fraction, "assumptions": f.assumptions}
-
-
-def _memory_dict(r: Any, f: Any) -> dict[str, Any]:
-    return {"bytes_by_kind": r.bytes_by_kind, "peak_by_kind": r.peak_by_kind,
-            "peak": {"bytes": r.peak_bytes, "op_index": r.peak_op, "op": r.peak_name,
-                     "module": r.peak_module, "phase": r.peak_phase},
-            "fit": _fit_dict(f)}
-
-
-def _memory_table(r: Any, f: Any) -> str:
-    from roofline._si import si
-    from roofline.tracing.records import STORAGE_KINDS
-
-    where = f"{r.peak_name} (op {r.peak_op}, {r.peak_phase}"
-    where += f", {r.peak_module})" if r.peak_module else ")"
-    lines = [f"peak live tensors: {si(r.peak_bytes, 'B')} at {where}", "",
-             f"  {'kind':<16} {'all step':>10} {'at peak':>10}"]
-    lines += [f"  {k:<16} {si(r.bytes_by_kind[k], 'B'):>10} {si(r.peak_by_kind[k], 'B'):>10}"
-              for k in STORAGE_KINDS]
-    verdict = "fits" if f.fits else "does NOT fit"
-    lines += ["", f"{f.device}: {verdict}: needs {si(f.required_bytes, 'B')} of "
-                  f"{si(f.capacity_bytes, 'B')}, margin {si(f.margin_bytes, 'B')} "
-                  f"({f.margin_fraction:.1%})",
-              f"  tensors          {si(f.tensor_bytes, 'B'):>10}"]
-    lines += [f"  {k:<16} {si(v, 'B'):>10}" for k, v in f.overheads.items()]
-    lines += ["assumptions:"] + [f"  - {a}" for a in f.assumptions]
-    return "\n".join(lines)
+        return _json({**tables.analysis_dict(a, args.top),
+                      "memory": tables.memory_summary(t, device)})
+    return tables.analysis_table(a, args.top) + "\n" + tables.memory_line(t, device)
 
 
 def cmd_memory(args: argparse.Namespace) -> str:
     import copy
 
-    from roofline._si import si
     from roofline.analysis import fits, max_batch, memory
+    from roofline.presentation import tables
 
     device = _device(args.device)
     if args.max_batch and args.batch_size:
@@ -349,7 +260,7 @@ def cmd_memory(args: argparse.Namespace) -> str:
         t = _trace(args, device)
         r = memory(t)
         f = fits(r, device)
-        return _json(_memory_dict(r, f)) if args.json else _memory_table(r, f)
+        return _json(tables.memory_dict(r, f)) if args.json else tables.memory_table(r, f)
 
     def build(batch: int) -> Any:
         at = copy.copy(args)
@@ -360,24 +271,10 @@ def cmd_memory(args: argparse.Namespace) -> str:
     m = max_batch(build, device, **_options(args))
     _require_finite(seconds=m.seconds)
     searched = time.perf_counter() - start
-    found = {"batch": m.batch, "samples_per_s": m.samples_per_s, "seconds": m.seconds,
-             "bytes_per_sample": m.bytes_per_sample, "fixed_bytes": m.fixed_bytes,
-             "predicted_batch": m.predicted_batch, "check_batch": m.check_batch,
-             "fit_error": m.fit_error, "affine": m.affine,
-             "traced": {b: {"required_bytes": r, "seconds": s}
-                        for b, (r, s) in m.traced.items()},
-             "search_seconds": searched}
     if args.json:
-        return _json({**_memory_dict(m.memory, m.fit), "max_batch": found})
-    affine = ("affine in the batch" if m.affine else
-              f"NOT affine in the batch ({m.fit_error:.1%} off at batch {m.check_batch})")
-    head = [f"largest batch on {m.device}: {m.batch} ({m.samples_per_s:.4g} samples/s, "
-            f"step {si(m.seconds, 's')})",
-            f"memory {affine}: {si(m.bytes_per_sample, 'B')} per sample + "
-            f"{si(m.fixed_bytes, 'B')}; traced batches "
-            + ", ".join(f"{b} ({si(r, 'B')})" for b, (r, _) in m.traced.items())
-            + f" in {searched:.1f} s", "", f"at batch {m.batch}:"]
-    return "\n".join(head) + "\n" + _memory_table(m.memory, m.fit)
+        return _json({**tables.memory_dict(m.memory, m.fit),
+                      "max_batch": tables.max_batch_dict(m, searched)})
+    return tables.max_batch_text(m, searched)
 
 
 def cmd_what_if(args: argparse.Namespace) -> str:
@@ -410,6 +307,7 @@ def cmd_devices(args: argparse.Namespace) -> str:
 
 def cmd_calibrate(args: argparse.Namespace) -> str:
     from roofline.hardware import calibrate
+    from roofline.presentation.tables import calibration_text
 
     dtypes = tuple(d.strip() for d in args.dtypes.split(",") if d.strip())
     _progress(args, f"calibrating {args.device} ({', '.join(dtypes)})...")
@@ -421,14 +319,7 @@ def cmd_calibrate(args: argparse.Namespace) -> str:
         _progress(args, f"wrote {args.save} (use it as --device {args.save})")
     if args.json:
         return spec.model_dump_json(indent=2)
-    lines = [f"{spec.name}"]
-    for unit, peaks in (("matrix", spec.matrix_flops_per_s), ("vector", spec.vector_flops_per_s)):
-        for dtype, rate in peaks.items():
-            lines.append(f"  {unit} {dtype:<5} {rate / 1e9:10.1f} GFLOP/s")
-    lines.append(f"  bandwidth    {spec.bandwidth_bytes_per_s / 1e9:10.1f} GB/s")
-    lines.append(f"  per-op overhead {spec.launch_overhead_seconds * 1e6:7.2f} us")
-    lines += [f"  - {n}" for n in spec.notes]
-    return "\n".join(lines)
+    return calibration_text(spec)
 
 
 def _model_args(p: argparse.ArgumentParser) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 
 from roofline.hardware import DeviceSpec
 from roofline.hardware.achievable import Figure, figures
+from roofline.presentation.tables import _table
 
 __all__ = ["device_row", "devices_to_json", "format_devices_table", "side_by_side"]
 
@@ -77,18 +78,7 @@ def format_devices_table(specs: Iterable[DeviceSpec]) -> str:
     str
         Left-aligned text columns, numbers right-aligned, no trailing newline.
     """
-    rows = [HEADERS, *(device_row(spec) for spec in specs)]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(HEADERS))]
-
-    def line(row: tuple[str, ...]) -> str:
-        cells = [
-            cell.ljust(w) if i < 2 else cell.rjust(w)
-            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
-        ]
-        return "  ".join(cells).rstrip()
-
-    rule = "  ".join("-" * w for w in widths)
-    return "\n".join([line(rows[0]), rule, *(line(row) for row in rows[1:])])
+    return _table(HEADERS, [device_row(spec) for spec in specs])
 
 
 def devices_to_json(specs: Iterable[DeviceSpec]) -> str:

@@ -7,6 +7,7 @@ assumptions, so it can be attached to a pull request or opened offline.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import io
 from html import escape
 from typing import Any
@@ -72,9 +73,11 @@ def page(analysis_or_comparison: Analysis | Comparison, top: int = 15,
         raise TypeError(f"page() takes an Analysis or a Comparison, got "
                         f"{type(analysis_or_comparison).__name__}")
     require_ops(a, "page")
-    options = dict(a.options.__dict__)
-    # the explanation: of the comparison, or of the seed question on this device
-    said = explain(c if c is not None else what_if(a.trace, a.device, **options))
+    options = dataclasses.asdict(a.options)
+    # the explanation: of the comparison, or of the seed question on this device (its
+    # assumptions have a section of their own)
+    said = explain(c if c is not None else what_if(a.trace, a.device, **options),
+                   assumptions=False)
     model = a.trace.info.model or "step"
     title = title or (f"roofline: {model} on {a.device.name}" if c is None else
                       f"roofline: {model}, {c.src.device.name} -> {c.dst.device.name}")
@@ -83,7 +86,7 @@ def page(analysis_or_comparison: Analysis | Comparison, top: int = 15,
         charts.append(_img(plots.speedup_curve(a.trace, a.device, **options).figure,
                            "speedup curve"))
     charts.append(_img(plots.time_breakdown(analysis_or_comparison).figure, "time breakdown"))
-    sections = [f"<h1>{escape(title)}</h1>", f"<p><b>{escape(said.split(' Assumptions:')[0])}"
+    sections = [f"<h1>{escape(title)}</h1>", f"<p><b>{escape(said)}"
                 "</b></p>", *charts, "<h2>Analysis</h2>", _analysis_tables(a, top)]
     if c is not None:
         rows = [[k, seconds(v["src_seconds"]), seconds(v["dst_seconds"]), f"{v['speedup']:.2f}x"]

@@ -1,14 +1,30 @@
-"""Plain-text tables and JSON-ready dicts for analyses and comparisons."""
+"""Plain-text tables and JSON-ready dicts: what the CLI prints.
+
+Analyses and comparisons, a parallel step and its collectives, the memory of a step, its
+fit and the largest batch, a calibrated device. Every text table is drawn by one renderer,
+:func:`_table` (``presentation/devices.py``'s device table too).
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from roofline._si import si
-from roofline.analysis import Analysis, Comparison
+from roofline.analysis import (
+    Analysis,
+    Comparison,
+    Fit,
+    MaxBatch,
+    MemoryReport,
+    ParallelAnalysis,
+    fits,
+    memory,
+)
+from roofline.hardware import DeviceSpec
 from roofline.presentation.explain import explain
-from roofline.tracing.records import OpRecord
+from roofline.tracing.records import STORAGE_KINDS, OpRecord, Trace
 
 
 def intensity(op: OpRecord) -> str:
@@ -21,12 +37,34 @@ def seconds(x: float) -> str:
     return si(x, "s", digits=4)
 
 
-def _table(header: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    fmt = "  ".join(f"{{:<{w}}}" if i < 2 else f"{{:>{w}}}" for i, w in enumerate(widths))
-    lines = [fmt.format(*header), fmt.format(*["-" * w for w in widths])]
-    lines += [fmt.format(*r) for r in rows]
-    return "\n".join(lines)
+def _table(header: Sequence[str] | None, rows: Sequence[Sequence[str]], *, left: int = 2,
+           sep: str = "  ", indent: str = "", rule: bool = True,
+           widths: Sequence[int] | None = None) -> str:
+    """Text columns: the one renderer of every table the CLI prints.
+
+    Parameters
+    ----------
+    header : the column names (None: no header line, and no rule).
+    rows : the cells, as text.
+    left : how many leading columns are left-aligned (they name the row); the rest,
+        numbers, are right-aligned.
+    sep, indent : between columns, and before each line.
+    rule : a line of dashes under the header.
+    widths : each column's width; by default its widest cell. A cell wider than a given
+        width pushes the rest of its row right, as a format spec does.
+    """
+    if widths is None:
+        cells = ([] if header is None else [header]) + list(rows)
+        widths = [max(map(len, column)) for column in zip(*cells, strict=True)]
+
+    def line(cells: Sequence[str]) -> str:
+        return indent + sep.join(c.ljust(w) if i < left else c.rjust(w)
+                                 for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
+
+    out = [] if header is None else [line(header)]
+    if header is not None and rule:
+        out.append(line(["-" * w for w in widths]))
+    return "\n".join(out + [line(r) for r in rows])
 
 
 def analysis_table(a: Analysis, top: int = 15) -> str:
@@ -97,3 +135,135 @@ def comparison_dict(c: Comparison) -> dict[str, Any]:
     return {"src": analysis_dict(c.src), "dst": analysis_dict(c.dst), "speedup": c.speedup,
             "by_category": c.by_category(), "by_bound": c.by_bound(),
             "limits": c.speedup_limits(), "explanation": explain(c)}
+
+
+# --- a parallel step ---------------------------------------------------------------------
+
+
+def parallel_text(p: ParallelAnalysis) -> str:
+    """The step, its collectives by kind and the explanation (``analyze --gpus N``)."""
+    rows = [[kind, str(int(v["count"])), si(v["bytes"], "B"), si(v["seconds"], "s")]
+            for kind, v in p.by_kind().items()]
+    table = _table(["collective", "calls", "bytes", "seconds"], rows, left=1, sep=" ",
+                   indent="  ", rule=False, widths=(15, 5, 9, 9))
+    return repr(p) + "\n\n" + table + "\n\n" + explain(p)
+
+
+def parallel_dict(p: ParallelAnalysis) -> dict[str, Any]:
+    top = p.topology
+    links = {"intra_node": {"kind": top.intra.kind,
+                            "bus_bytes_per_s": top.intra.bus_bytes_per_s}}
+    if top.inter is not None:
+        links["inter_node"] = {"kind": top.inter.kind,
+                               "bus_bytes_per_s": top.inter.bus_bytes_per_s}
+    return {"device": p.device.name, "gpus": p.gpus, "nodes": p.nodes,
+            "gpus_per_node": top.gpus_per_node, "links": links,
+            "one_gpu_seconds": p.one_gpu_seconds, "one_gpu_batch": p.one_gpu_batch,
+            "parallel": p.parallel, "seconds": p.seconds,
+            "samples_per_s": p.samples_per_s, "compute_seconds": p.compute_total_seconds,
+            "communication_seconds": p.communication_seconds,
+            "exposed_communication_seconds": p.exposed_communication_seconds,
+            "exposed_share": p.exposed_share, "speedup_vs_one_gpu": p.speedup_vs_one_gpu,
+            "efficiency": p.efficiency, "collectives": p.collectives(),
+            "assumptions": p.assumptions}
+
+
+# --- memory ------------------------------------------------------------------------------
+
+
+def memory_summary(t: Trace, device: DeviceSpec) -> dict[str, Any]:
+    """Peak and fit of a trace, for ``analyze --json`` (no fit where the device has no size)."""
+    r = memory(t)
+    out: dict[str, Any] = {"peak_bytes": r.peak_bytes, "peak_op": r.peak_name,
+                           "peak_phase": r.peak_phase, "peak_module": r.peak_module}
+    if device.memory_bytes:
+        f = fits(r, device)
+        out.update(fits=f.fits, required_bytes=f.required_bytes,
+                   capacity_bytes=f.capacity_bytes, margin_bytes=f.margin_bytes)
+    return out
+
+
+def memory_line(t: Trace, device: DeviceSpec) -> str:
+    """One line for ``analyze``: the peak, and whether it fits the device."""
+    m = memory_summary(t, device)
+    line = f"memory: peak {si(m['peak_bytes'], 'B')} ({m['peak_phase']}, {m['peak_op']})"
+    if "fits" not in m:
+        return line + f"; {device.name} has no memory size in the registry: no fit checked"
+    verdict = "fits" if m["fits"] else "does NOT fit"
+    return (line + f"; with allocator overheads {si(m['required_bytes'], 'B')}: {verdict} "
+            f"{device.name}'s {si(m['capacity_bytes'], 'B')} (margin "
+            f"{si(m['margin_bytes'], 'B')}; roofline memory for the details)")
+
+
+def fit_dict(f: Fit) -> dict[str, Any]:
+    return {"fits": f.fits, "device": f.device, "capacity_bytes": f.capacity_bytes,
+            "tensor_bytes": f.tensor_bytes, "overheads": f.overheads,
+            "required_bytes": f.required_bytes, "margin_bytes": f.margin_bytes,
+            "margin_fraction": f.margin_fraction, "assumptions": f.assumptions}
+
+
+def memory_dict(r: MemoryReport, f: Fit) -> dict[str, Any]:
+    return {"bytes_by_kind": r.bytes_by_kind, "peak_by_kind": r.peak_by_kind,
+            "peak": {"bytes": r.peak_bytes, "op_index": r.peak_op, "op": r.peak_name,
+                     "module": r.peak_module, "phase": r.peak_phase},
+            "fit": fit_dict(f)}
+
+
+def memory_table(r: MemoryReport, f: Fit) -> str:
+    """The peak, bytes by kind (all step and at the peak), the fit and its overheads
+    (``roofline memory``)."""
+    kinds = _table(["kind", "all step", "at peak"],
+                   [[k, si(r.bytes_by_kind[k], "B"), si(r.peak_by_kind[k], "B")]
+                    for k in STORAGE_KINDS],
+                   left=1, sep=" ", indent="  ", rule=False, widths=(16, 10, 10))
+    needs = _table(None, [["tensors", si(f.tensor_bytes, "B")],
+                          *([k, si(v, "B")] for k, v in f.overheads.items())],
+                   left=1, sep=" ", indent="  ", widths=(16, 10))
+    verdict = "fits" if f.fits else "does NOT fit"
+    lines = [f"peak live tensors: {si(r.peak_bytes, 'B')} at {r.where}", "", kinds, "",
+             f"{f.device}: {verdict}: needs {si(f.required_bytes, 'B')} of "
+             f"{si(f.capacity_bytes, 'B')}, margin {si(f.margin_bytes, 'B')} "
+             f"({f.margin_fraction:.1%})", needs, "assumptions:"]
+    lines += [f"  - {a}" for a in f.assumptions]
+    return "\n".join(lines)
+
+
+def max_batch_dict(m: MaxBatch, search_seconds: float) -> dict[str, Any]:
+    """The search's result for ``memory --max-batch --json`` (``search_seconds``: how long
+    it took)."""
+    return {"batch": m.batch, "samples_per_s": m.samples_per_s, "seconds": m.seconds,
+            "bytes_per_sample": m.bytes_per_sample, "fixed_bytes": m.fixed_bytes,
+            "predicted_batch": m.predicted_batch, "check_batch": m.check_batch,
+            "fit_error": m.fit_error, "affine": m.affine,
+            "traced": {b: {"required_bytes": r, "seconds": s}
+                       for b, (r, s) in m.traced.items()},
+            "search_seconds": search_seconds}
+
+
+def max_batch_text(m: MaxBatch, search_seconds: float) -> str:
+    """The largest batch, the affine fit and the batches traced, then the memory table at
+    that batch (``memory --max-batch``)."""
+    affine = ("affine in the batch" if m.affine else
+              f"NOT affine in the batch ({m.fit_error:.1%} off at batch {m.check_batch})")
+    head = [f"largest batch on {m.device}: {m.batch} ({m.samples_per_s:.4g} samples/s, "
+            f"step {si(m.seconds, 's')})",
+            f"memory {affine}: {si(m.bytes_per_sample, 'B')} per sample + "
+            f"{si(m.fixed_bytes, 'B')}; traced batches "
+            + ", ".join(f"{b} ({si(r, 'B')})" for b, (r, _) in m.traced.items())
+            + f" in {search_seconds:.1f} s", "", f"at batch {m.batch}:"]
+    return "\n".join(head) + "\n" + memory_table(m.memory, m.fit)
+
+
+# --- a calibrated device -----------------------------------------------------------------
+
+
+def calibration_text(spec: DeviceSpec) -> str:
+    """The measured peaks, bandwidth and per-op overhead (``roofline calibrate``)."""
+    lines = [f"{spec.name}"]
+    for unit, peaks in (("matrix", spec.matrix_flops_per_s), ("vector", spec.vector_flops_per_s)):
+        for dtype, rate in peaks.items():
+            lines.append(f"  {unit} {dtype:<5} {rate / 1e9:10.1f} GFLOP/s")
+    lines.append(f"  bandwidth    {spec.bandwidth_bytes_per_s / 1e9:10.1f} GB/s")
+    lines.append(f"  per-op overhead {spec.launch_overhead_seconds * 1e6:7.2f} us")
+    lines += [f"  - {n}" for n in spec.notes]
+    return "\n".join(lines)

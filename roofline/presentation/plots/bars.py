@@ -107,10 +107,7 @@ def time_breakdown(analysis_or_comparison: Analysis | Comparison,
             _bar(ax, len(rows) - 1 - i, parts, longest or 1.0, gid)
         ax.set_yticks(range(len(rows)))
         ax.set_yticklabels([label for label, _, _ in reversed(rows)])
-        ax.set_xlim(0, longest * 1e3 * (1.15 if given is None else ROOM) if longest else 1.0)
-        ax.set_xlabel("predicted step time (ms)")
-        for side in ("top", "right"):
-            ax.spines[side].set_visible(False)
+        _time_axis(ax, longest, 1.15, given)
         _legend(ax, [p for _, parts, _ in rows for p in parts], given)
         if longest <= 0:
             ax.text(0.5, 0.5, "the trace predicts no device time (views only)",
@@ -121,6 +118,15 @@ def time_breakdown(analysis_or_comparison: Analysis | Comparison,
                      f"{src.seconds / dst.seconds if dst.seconds else float('inf'):.2f}x)"
         ax.set_title(title, loc="left")
     return ax
+
+
+def _time_axis(ax: Axes, longest: float, room: float, given: Axes | None) -> None:
+    """The x axis in milliseconds, ``room`` times the longest bar in the chart's own figure
+    (:data:`ROOM` in a caller's panel, for the legend), no top or right spine."""
+    ax.set_xlim(0, longest * 1e3 * (room if given is None else ROOM) if longest else 1.0)
+    ax.set_xlabel("predicted step time (ms)")
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
 
 
 def compare_devices(trace: Trace, devices: Sequence[str | DeviceSpec], ax: Axes | None = None,
@@ -152,26 +158,12 @@ def compare_devices(trace: Trace, devices: Sequence[str | DeviceSpec], ax: Axes 
     with drawing(ax, (8.5, 1.0 + 0.5 * len(order))) as out:
         given, ax = ax, out
         for row, a in enumerate(order):
-            hatch = "//" if id(a) in uncosted else None
-            _bar(ax, row, _bounds(a), longest or 1.0, f"device:{a.device.name}", hatch)
-            speed = base.seconds / a.seconds if a.seconds else float("inf")
-            note = f"  {speed:.2f}x vs {base.device.name}"
-            if id(a) in uncosted:
-                note += (f"; {a.unrated_flops_share:.0%} of the FLOPs not costed (no "
-                         "compute rate listed): a lower bound")
-            # under the bar, from its end; right-aligned to it when the bar is long
-            right = a.seconds > 0.6 * longest
-            ax.text(a.seconds * 1e3, row - 0.42, note.strip() if right else note,
-                    ha="right" if right else "left", va="center", fontsize=7,
-                    color="#555555", clip_on=True)
+            _device_bar(ax, row, a, base, longest, id(a) in uncosted)
         ax.set_yticks(range(len(order)))
         ax.set_yticklabels([a.device.name + (" *" if id(a) in uncosted else "")
                             for a in order])
         ax.set_ylim(-0.7, len(order) - 0.45)  # room for the lowest bar's speedup note
-        ax.set_xlim(0, longest * 1e3 * (1.25 if given is None else ROOM) if longest else 1.0)
-        ax.set_xlabel("predicted step time (ms)")
-        for side in ("top", "right"):
-            ax.spines[side].set_visible(False)
+        _time_axis(ax, longest, 1.25, given)
         from matplotlib.patches import Patch
 
         extra = [Patch(facecolor="white", edgecolor="#555555", hatch="//",
@@ -183,3 +175,21 @@ def compare_devices(trace: Trace, devices: Sequence[str | DeviceSpec], ax: Axes 
                       "FLOPs; its time is a lower bound, not a ranking")
         ax.set_title(title, loc="left")
     return ax
+
+
+def _device_bar(ax: Axes, row: int, a: Analysis, base: Analysis, longest: float,
+                uncosted: bool) -> None:
+    """One device's bar by bound (hatched when some FLOPs are not costed), with its speedup
+    over ``base`` under it."""
+    _bar(ax, row, _bounds(a), longest or 1.0, f"device:{a.device.name}",
+         "//" if uncosted else None)
+    speed = base.seconds / a.seconds if a.seconds else float("inf")
+    note = f"  {speed:.2f}x vs {base.device.name}"
+    if uncosted:
+        note += (f"; {a.unrated_flops_share:.0%} of the FLOPs not costed (no "
+                 "compute rate listed): a lower bound")
+    # under the bar, from its end; right-aligned to it when the bar is long
+    right = a.seconds > 0.6 * longest
+    ax.text(a.seconds * 1e3, row - 0.42, note.strip() if right else note,
+            ha="right" if right else "left", va="center", fontsize=7,
+            color="#555555", clip_on=True)

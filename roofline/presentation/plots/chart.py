@@ -191,9 +191,12 @@ _ENGINE_COLORS = {"matrix": "#222222", "vector": "#555555"}
 
 
 def _engines(a: Analysis) -> list[Engine]:
-    """The engines the analysis ran FLOPs on, fastest first."""
+    """The engines the analysis ran FLOPs on, fastest first; engines of the same peak
+    (an MI300X's fp32 matrix and vector units) matrix first, then by dtype, so that the
+    order, and the chart, do not follow the set's hash order (``PYTHONHASHSEED``)."""
     used = {e for e in a.engine if e is not None}
-    return sorted(used, key=lambda e: -(a.device.peak_flops_per_s(None, e) or 0.0))
+    return sorted(used, key=lambda e: (-(a.device.peak_flops_per_s(None, e) or 0.0),
+                                       e.kind, e.dtype, e.accumulate))
 
 
 def roofs(spec: DeviceSpec, engines: list[Engine], linestyle: str = "-",
@@ -397,36 +400,69 @@ def _area(seconds: np.ndarray, biggest: float) -> np.ndarray:
 
 def _notes(a: Analysis, df: Any, on: np.ndarray, prefix: str) -> list[str]:
     """What the chart cannot show, said in its title."""
-    notes = []
+    notes = [_off_note(a, df, on, prefix), _unrated_note(a, df), _matrix_note(a),
+             _overhead_note(df, on, prefix)]
+    return [n for n in notes if n is not None]
+
+
+def _off_note(a: Analysis, df: Any, on: np.ndarray, prefix: str) -> str | None:
+    """The op calls with no place on log axes (no FLOPs or no bytes), and their time."""
     off = ~on
-    if off.any():
-        share = float(df.loc[off, f"{prefix}seconds"].sum() / a.seconds) if a.seconds else 0.0
-        notes.append(f"not on the chart: {plural(int(df.loc[off, 'count'].sum()), 'op call')} "
-                     f"with no FLOPs or bytes (copies, views), {share:.0%} of the step")
+    if not off.any():
+        return None
+    share = float(df.loc[off, f"{prefix}seconds"].sum() / a.seconds) if a.seconds else 0.0
+    return (f"not on the chart: {plural(int(df.loc[off, 'count'].sum()), 'op call')} "
+            f"with no FLOPs or bytes (copies, views), {share:.0%} of the step")
+
+
+def _unrated_note(a: Analysis, df: Any) -> str | None:
+    """The dtypes the device lists no compute rate for: hollow points."""
     unrated = ~df["rated"].to_numpy(bool)
-    if unrated.any():
-        dtypes = sorted({dtype_key(op.dtype) or op.dtype for op, e in
-                         zip(a.trace.ops, a.engine, strict=True) if e is None and op.flops > 0})
-        notes.append(f"{a.device.name} lists no compute rate for {'/'.join(dtypes)} ops "
-                     f"({a.unrated_flops_share:.0%} of the FLOPs, "
-                     f"{plural(int(df.loc[unrated, 'count'].sum()), 'op call')}): hollow "
-                     "points, costed by bytes and overhead only (their time a lower bound)")
-    # matmuls the device rates, none on a matrix engine (unrated ones are said above)
+    if not unrated.any():
+        return None
+    dtypes = sorted({dtype_key(op.dtype) or op.dtype for op, e in
+                     zip(a.trace.ops, a.engine, strict=True) if e is None and op.flops > 0})
+    return (f"{a.device.name} lists no compute rate for {'/'.join(dtypes)} ops "
+            f"({a.unrated_flops_share:.0%} of the FLOPs, "
+            f"{plural(int(df.loc[unrated, 'count'].sum()), 'op call')}): hollow "
+            "points, costed by bytes and overhead only (their time a lower bound)")
+
+
+def _matrix_note(a: Analysis) -> str | None:
+    """Matmuls the device rates, none on a matrix engine (unrated ones are said by
+    :func:`_unrated_note`): TF32 left off, or no matrix units for their dtypes."""
     matrix_ops = any(op.category in MATRIX_CATEGORIES and op.flops > 0 and e is not None
                      for op, e in zip(a.trace.ops, a.engine, strict=True))
-    if matrix_ops and not any(e is not None and e.matrix for e in a.engine):
-        fp32 = {dtype_key(op.dtype) for op, e in zip(a.trace.ops, a.engine, strict=True)
-                if op.category in MATRIX_CATEGORIES and e is not None} == {"fp32"}
-        if fp32 and a.device.peak_flops_per_s("tf32", "matrix") and not a.options.tf32_matmul:
-            notes.append("fp32 matmuls run on the vector units with TF32 off (PyTorch's "
-                         f"default; tf32_matmul=True costs them on {a.device.name}'s TF32 "
-                         "matrix units)")
-        else:
-            notes.append(f"{a.device.name} has no matrix units for these dtypes: matmuls run "
-                         "on the vector roof")
+    if not matrix_ops or any(e is not None and e.matrix for e in a.engine):
+        return None
+    fp32 = {dtype_key(op.dtype) for op, e in zip(a.trace.ops, a.engine, strict=True)
+            if op.category in MATRIX_CATEGORIES and e is not None} == {"fp32"}
+    if fp32 and a.device.peak_flops_per_s("tf32", "matrix") and not a.options.tf32_matmul:
+        return ("fp32 matmuls run on the vector units with TF32 off (PyTorch's "
+                f"default; tf32_matmul=True costs them on {a.device.name}'s TF32 "
+                "matrix units)")
+    return (f"{a.device.name} has no matrix units for these dtypes: matmuls run "
+            "on the vector roof")
+
+
+def _overhead_note(df: Any, on: np.ndarray, prefix: str) -> str | None:
     bounds = set(df.loc[on, f"{prefix}bound"]) if on.any() else set()
     if bounds == {"overhead"}:
-        notes.append("every op shown is overhead-bound: more FLOP/s or bandwidth gains nothing")
+        return "every op shown is overhead-bound: more FLOP/s or bandwidth gains nothing"
+    return None
+
+
+def _view_notes(src: Analysis, dst: Analysis | None, df: Any, clipped: np.ndarray,
+                ) -> list[str]:
+    """What the view leaves out: a destination's uncosted FLOPs, points beyond the view."""
+    notes = []
+    if dst is not None and dst.unrated_flops_share > 0 and not src.unrated_flops_share:
+        notes.append(f"{dst.device.name} lists no compute rate for "
+                     f"{dst.unrated_flops_share:.0%} of the FLOPs: its points are costed by "
+                     "bytes and overhead only")
+    if clipped.any():
+        notes.append(f"{plural(int(df.loc[clipped, 'count'].sum()), 'op call')} beyond the "
+                     "view, drawn on its edge (triangles)")
     return notes
 
 
@@ -524,12 +560,93 @@ def roofline_chart(analysis_or_comparison: Analysis | Comparison, ax: Axes | Non
 
 def _chart(ax: Axes, src: Analysis, dst: Analysis | None, df: Any, group_by: str, top: int,
            given: Axes | None) -> None:
+    """The view, the legend and title, the regions, the roofs, each point's move, the
+    points and their labels, in that order (text is placed clear of what is drawn)."""
     prefix = "" if dst is None else "src_"
+    p = _points(df, dst, prefix)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    rs = _roof_sets(src, dst)
+    bws = [src.stream_bytes_per_s()] + ([dst.stream_bytes_per_s()]
+                                        if dst is not None else [])
+    view = _view(p, rs.all, bws)
+    ax.set_xlim(view.x_lo, view.x_hi)
+    ax.set_ylim(view.y_lo, view.y_hi)
+    seconds = df[f"{prefix}seconds"].to_numpy(float)
+    biggest = float(seconds.max()) if len(seconds) else 0.0
+    clipped = p.on & ((p.x < view.x_lo) | (p.y < view.y_lo))
+    notes = _notes(src, df, p.on, prefix) + _view_notes(src, dst, df, clipped)
+    _legend(ax, biggest, src, dst, rs.sheet if rs.sheet_roofs else None, given)
+    _title(ax, src, dst, notes, group_by)
+    settle(ax)  # text is placed in pixels: lay the figure out first
+    placed: list[Any] = []
+    area = _area(seconds, biggest)
+    shown = p.on & ~clipped
+    avoid = _avoided(ax, p, view, area, shown, dst is not None)
+    if rs.all:
+        _shade(ax, max(rs.main or rs.all, key=lambda r: r.flops_per_s), view.x_lo,
+               view.x_hi, view.y_lo, placed)
+    _floor(ax, src, view.x_lo, view.x_hi, view.y_lo, placed, avoid)
+    _draw_roof_sets(ax, rs.named(src, dst), view, bws, src.device.name, placed, avoid)
+    # points beyond the view on its edge
+    px, py, pd_ = _clip(p.x, view.x_lo), _clip(p.y, view.y_lo), _clip(p.y_dst, view.y_lo)
+    if dst is not None:
+        _draw_moves(ax, df, p.on_dst, px, py, pd_, area, top)
+    _draw_points(ax, df, p.on, clipped, px, py, area, prefix)
+    ax.set_xlabel("arithmetic intensity (FLOP / byte)")
+    ax.set_ylabel("attained FLOP/s (op FLOPs / predicted op time)")
+    ax.grid(True, which="major", lw=0.4, alpha=0.4)
+    _label_points(ax, df, shown, px, py, top, placed, avoid)
+
+
+@dataclass(frozen=True)
+class _Points:
+    """Each point's place: ``x`` (FLOP/byte), ``y`` (attained FLOP/s on the source) and
+    ``y_dst`` (on the destination; ``y`` again without one); ``on``: it has a place on log
+    axes, ``on_dst``: its destination point too."""
+
+    x: np.ndarray
+    y: np.ndarray
+    y_dst: np.ndarray
+    on: np.ndarray
+    on_dst: np.ndarray
+
+
+def _points(df: Any, dst: Analysis | None, prefix: str) -> _Points:
     x = df["intensity"].to_numpy(float)
     y = df[f"{prefix}attained_flops_per_s"].to_numpy(float)
     on = np.isfinite(x) & (x > 0) & (y > 0)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    y_dst = df["dst_attained_flops_per_s"].to_numpy(float) if dst is not None else y
+    return _Points(x, y, y_dst, on, on & (y_dst > 0))
+
+
+@dataclass(frozen=True)
+class _RoofSets:
+    """The roofs drawn: the source's at the rates it ran at (solid), the destination's
+    (dashed), and the datasheet's (dotted) where the source ran below them; ``sheet`` is
+    the spec the datasheet roofs are of."""
+
+    main: list[Roof]
+    other: list[Roof]
+    sheet_roofs: list[Roof]
+    sheet: DeviceSpec | None
+
+    @property
+    def all(self) -> list[Roof]:
+        return self.main + self.other + self.sheet_roofs
+
+    def named(self, src: Analysis, dst: Analysis | None) -> list[tuple[list[Roof], str]]:
+        """Each set with whose it is: the source's, the destination's device, "datasheet"."""
+        sets = [(self.main, src.device.name)]
+        if dst is not None:
+            sets.append((self.other, dst.device.name))
+        if self.sheet_roofs:
+            sets.append((self.sheet_roofs, "datasheet"))
+        return sets
+
+
+def _roof_sets(src: Analysis, dst: Analysis | None) -> _RoofSets:
+    """The roofs of the engines either analysis ran FLOPs on (the fp32 vector roof if none)."""
     engines = list(dict.fromkeys(_engines(src) + (_engines(dst) if dst else [])))
     if not engines:  # no op ran FLOPs on an engine: show the device's fp32 vector roof
         engines = [Engine("vector", "fp32")]
@@ -544,83 +661,91 @@ def _chart(ax: Axes, src: Analysis, dst: Analysis | None, df: Any, group_by: str
     ran = {r.engine: r.flops_per_s for r in main}
     sheet_roofs = [r for r in sheet_roofs if not math.isclose(
         ran.get(r.engine, 0.0), r.flops_per_s, rel_tol=5e-3)]
-    all_roofs = main + other + sheet_roofs
-    ys_dst = df["dst_attained_flops_per_s"].to_numpy(float) if dst is not None else y
-    d_on = on & (ys_dst > 0)
-    bws = [src.stream_bytes_per_s()] + ([dst.stream_bytes_per_s()]
-                                        if dst is not None else [])
+    return _RoofSets(main, other, sheet_roofs, sheet)
+
+
+@dataclass(frozen=True)
+class _View:
+    """The axes' limits (FLOP/byte, FLOP/s)."""
+
+    x_lo: float
+    x_hi: float
+    y_lo: float
+    y_hi: float
+
+
+def _view(p: _Points, all_roofs: list[Roof], bws: list[float]) -> _View:
+    """The roofs and the points, but no more than X_SPAN decades left of the lowest ridge
+    and Y_SPAN below the highest roof (a stray 1-FLOP op would squeeze the rest into a
+    corner); points beyond are drawn on its edge as triangles."""
+    x, y, ys_dst, on, d_on = p.x, p.y, p.y_dst, p.on, p.on_dst
     # with no roof (the device lists no rate for the trace's FLOPs) the points anchor the view
     ridges = [r.ridge_point for r in all_roofs] or [float(max(x[on], default=1.0))]
     peaks = [r.flops_per_s for r in all_roofs] or [
         float(max([*y[on], *ys_dst[d_on]], default=bws[0]))]
-    # the view: the roofs and the points, but no more than X_SPAN decades left of the
-    # lowest ridge and Y_SPAN below the highest roof (a stray 1-FLOP op would squeeze
-    # the rest into a corner); points beyond are drawn on its edge as triangles
     x_lo = max(min([*x[on], *ridges]) / 2, min(ridges) / 10 ** X_SPAN)
     x_hi = max([*x[on], *ridges]) * 12  # room right of the top ridge for roof labels
     y_hi = max([*y[on], *ys_dst[d_on], *peaks]) * 3
     y_lo = max(min([*y[on], *ys_dst[d_on], x_lo * min(bws)]) / 2, max(peaks) / 10 ** Y_SPAN)
-    ax.set_xlim(x_lo, x_hi)
-    ax.set_ylim(y_lo, y_hi)
-    ys_all = df[f"{prefix}seconds"].to_numpy(float)
-    biggest = float(ys_all.max()) if len(ys_all) else 0.0
-    clipped = on & ((x < x_lo) | (y < y_lo))
-    notes = _notes(src, df, on, prefix)
-    if dst is not None and dst.unrated_flops_share > 0 and not src.unrated_flops_share:
-        notes.append(f"{dst.device.name} lists no compute rate for "
-                     f"{dst.unrated_flops_share:.0%} of the FLOPs: its points are costed by "
-                     "bytes and overhead only")
-    if clipped.any():
-        notes.append(f"{plural(int(df.loc[clipped, 'count'].sum()), 'op call')} beyond the "
-                     "view, drawn on its edge (triangles)")
-    _legend(ax, biggest, src, dst, sheet if sheet_roofs else None, given)
-    _title(ax, src, dst, notes, group_by)
-    settle(ax)  # text is placed in pixels: lay the figure out first
-    placed: list[Any] = []
-    area = _area(ys_all, biggest)
-    # text keeps clear of the largest points, on the source and (hollow) on the destination
-    big = np.flatnonzero(on & ~clipped)[:MARKERS_AVOIDED]
-    avoid = _marker_boxes(ax, np.maximum(x[big], x_lo), np.maximum(y[big], y_lo), area[big])
-    if dst is not None:
-        big_dst = big[d_on[big]]
-        avoid += _marker_boxes(ax, np.maximum(x[big_dst], x_lo),
-                               np.maximum(ys_dst[big_dst], y_lo), area[big_dst])
-    if all_roofs:
-        _shade(ax, max(main or all_roofs, key=lambda r: r.flops_per_s), x_lo, x_hi, y_lo,
-               placed)
-    _floor(ax, src, x_lo, x_hi, y_lo, placed, avoid)
-    sets = [(main, src.device.name)]
-    if dst is not None:
-        sets.append((other, dst.device.name))
-    if sheet_roofs:
-        sets.append((sheet_roofs, "datasheet"))
-    for rs, who in sets:  # every line first: each label then keeps clear of all of them
+    return _View(x_lo, x_hi, y_lo, y_hi)
+
+
+def _avoided(ax: Axes, p: _Points, view: _View, area: np.ndarray, shown: np.ndarray,
+             moves: bool) -> list[Any]:
+    """The boxes of the largest markers, which text keeps clear of: on the source and (for
+    a comparison's ``moves``, hollow) on the destination."""
+    big = np.flatnonzero(shown)[:MARKERS_AVOIDED]
+    avoid = _marker_boxes(ax, np.maximum(p.x[big], view.x_lo), np.maximum(p.y[big], view.y_lo),
+                          area[big])
+    if moves:
+        big_dst = big[p.on_dst[big]]
+        avoid += _marker_boxes(ax, np.maximum(p.x[big_dst], view.x_lo),
+                               np.maximum(p.y_dst[big_dst], view.y_lo), area[big_dst])
+    return avoid
+
+
+def _draw_roof_sets(ax: Axes, sets: list[tuple[list[Roof], str]], view: _View,
+                    bws: list[float], src_name: str, placed: list[Any],
+                    avoid: list[Any]) -> None:
+    """Every set's lines (a device with no roof its bandwidth slope alone), then every
+    label: each label then keeps clear of all of the lines."""
+    for rs, who in sets:
         if rs:
-            _draw_roofs(ax, rs, x_lo, x_hi, who)
+            _draw_roofs(ax, rs, view.x_lo, view.x_hi, who)
         elif who != "datasheet":
-            _draw_slope(ax, bws[0] if who == src.device.name else bws[-1], x_lo, x_hi,
+            _draw_slope(ax, bws[0] if who == src_name else bws[-1], view.x_lo, view.x_hi,
                         who)
     for rs, who in sets:
-        _label_roofs(ax, rs, x_hi, placed, avoid, who)
+        _label_roofs(ax, rs, view.x_hi, placed, avoid, who)
+
+
+def _draw_moves(ax: Axes, df: Any, on_dst: np.ndarray, px: np.ndarray, py: np.ndarray,
+                pd_: np.ndarray, area: np.ndarray, top: int) -> None:
+    """Each point's move: a line from source to destination, the destination hollow, and
+    arrow heads on the ``top`` largest moves."""
+    from matplotlib.collections import LineCollection
+
+    segs = [[(px[i], py[i]), (px[i], pd_[i])] for i in np.flatnonzero(on_dst)]
+    ax.add_collection(LineCollection(segs, colors="#555555", linewidths=0.7,
+                                     alpha=0.5, zorder=2))
+    dst_colors = np.array([BOUND_COLORS[b] for b in df["dst_bound"]], dtype=object)
+    ax.scatter(px[on_dst], pd_[on_dst], s=area[on_dst], facecolors="none",
+               edgecolors=list(dst_colors[on_dst]), linewidths=1.0, zorder=3,
+               gid="points:dst")
+    for i in np.flatnonzero(on_dst)[:top]:  # arrow heads on the largest moves
+        if abs(math.log(pd_[i] / py[i])) > 0.05:
+            ax.annotate("", (px[i], pd_[i]), (px[i], py[i]), zorder=3,
+                        arrowprops={"arrowstyle": "-|>", "lw": 0.9,
+                                    "color": "#333333", "shrinkA": 0, "shrinkB": 0})
+
+
+def _draw_points(ax: Axes, df: Any, on: np.ndarray, clipped: np.ndarray, px: np.ndarray,
+                 py: np.ndarray, area: np.ndarray, prefix: str) -> None:
+    """The points coloured by bound: filled, hollow where some FLOPs have no rate, and
+    triangles on the view's edge for those beyond it."""
     bounds = df[f"{prefix}bound"].to_numpy(object)
     rated = df["rated"].to_numpy(bool)
     colors = np.array([BOUND_COLORS[b] for b in bounds], dtype=object)
-    px, py, pd_ = _clip(x, x_lo), _clip(y, y_lo), _clip(ys_dst, y_lo)
-    if dst is not None:  # each point's move: a line from src to dst, dst hollow
-        from matplotlib.collections import LineCollection
-
-        segs = [[(px[i], py[i]), (px[i], pd_[i])] for i in np.flatnonzero(d_on)]
-        ax.add_collection(LineCollection(segs, colors="#555555", linewidths=0.7,
-                                         alpha=0.5, zorder=2))
-        dst_colors = np.array([BOUND_COLORS[b] for b in df["dst_bound"]], dtype=object)
-        ax.scatter(px[d_on], pd_[d_on], s=area[d_on], facecolors="none",
-                   edgecolors=list(dst_colors[d_on]), linewidths=1.0, zorder=3,
-                   gid="points:dst")
-        for i in np.flatnonzero(d_on)[:top]:  # arrow heads on the largest moves
-            if abs(math.log(pd_[i] / py[i])) > 0.05:
-                ax.annotate("", (px[i], pd_[i]), (px[i], py[i]), zorder=3,
-                            arrowprops={"arrowstyle": "-|>", "lw": 0.9,
-                                        "color": "#333333", "shrinkA": 0, "shrinkB": 0})
     for mask, gid, hollow in ((on & rated & ~clipped, "points", False),
                               (on & ~rated & ~clipped, "points:unrated", True),
                               (clipped, "points:clipped", False)):
@@ -632,11 +757,13 @@ def _chart(ax: Axes, src: Analysis, dst: Analysis | None, df: Any, group_by: str
                                "linewidths": 0.4, "alpha": 0.75})
         ax.scatter(px[mask], py[mask], s=area[mask], zorder=4, gid=gid,
                    marker="<" if gid == "points:clipped" else "o", **kw)
-    ax.set_xlabel("arithmetic intensity (FLOP / byte)")
-    ax.set_ylabel("attained FLOP/s (op FLOPs / predicted op time)")
-    ax.grid(True, which="major", lw=0.4, alpha=0.4)
-    shown = on & ~clipped
-    order = np.flatnonzero(shown)[:max(top, 0)]  # df is sorted by time, largest first
+
+
+def _label_points(ax: Axes, df: Any, shown: np.ndarray, px: np.ndarray, py: np.ndarray,
+                  top: int, placed: list[Any], avoid: list[Any]) -> None:
+    """Labels on the ``top`` points shown with the most time (``df`` is sorted by time,
+    largest first)."""
+    order = np.flatnonzero(shown)[:max(top, 0)]
     labels = [_short(f"{df['label'][i]}" + (f" x{df['count'][i]}" if df["count"][i] > 1
                                              else "")) for i in order]
     place_labels(ax, px[order], py[order], labels, placed, avoid)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from roofline._si import si
 from roofline.analysis.batch import MaxBatch
-from roofline.analysis.fit import fits
+from roofline.analysis.fit import Fit, fits
 from roofline.analysis.memory import (
     MemoryReport,
     _timeline,  # the report's own liveness rule, so that the stack sums to its timeline
@@ -103,53 +103,23 @@ def memory_timeline(report_or_trace: MemoryReport | Trace, ax: Axes | None = Non
     TypeError
         Anything but a MemoryReport or a Trace.
     """
-    import numpy as np
-
     report, trace = _report(report_or_trace)
     fit = fits(report, device) if device is not None else None
     spec = get_device(device) if device is not None else None
     per_kind = kind_timelines(report)
     n = len(report.timeline)
-    # ops as unit-wide steps: op i spans [i, i + 1), so one op's peak is visible
-    x = np.arange(n + 1, dtype=float)
     with drawing(ax, (9.0, 4.2)) as out:
         given, ax = ax, out
-        base = np.zeros(n)
-        for kind in STORAGE_KINDS:
-            y = np.asarray(per_kind[kind], dtype=float)
-            if not y.any():
-                continue
-            top = base + y
-            ax.fill_between(x, np.append(base, base[-1]), np.append(top, top[-1]),
-                            step="post", color=KIND_COLORS[kind], linewidth=0,
-                            label=KIND_WORDS[kind], gid=f"kind:{kind}")
-            ax.step(x[:-1], top, where="post", color=KIND_COLORS[kind], lw=0.6,
-                    gid=f"top:{kind}")
-            base = top
-        peak_x = report.peak_op + 0.5
+        _stack(ax, per_kind, n)
         # the marker on the chart (named in the legend), its op in the title: words beside
         # a peak near the top would run into the legend of a caller's panel
-        ax.plot([peak_x], [report.peak_bytes], "v", color="black", ms=6, gid="peak",
-                zorder=5, label="peak", linestyle="none")
+        ax.plot([report.peak_op + 0.5], [report.peak_bytes], "v", color="black", ms=6,
+                gid="peak", zorder=5, label="peak", linestyle="none")
         ymax = report.peak_bytes
         if fit is not None and spec is not None:
-            capacity = fit.capacity_bytes
-            over = sum(fit.overheads.values())
-            if over:
-                ax.axhspan(capacity - over, capacity, color=OVERHEAD_COLOR, alpha=0.45,
-                           linewidth=0, gid="overheads",
-                           label=f"allocator overheads, assumed ({si(over, 'B')})")
-            ax.axhline(capacity, color=CAPACITY_COLOR, lw=1.5, gid="capacity",
-                       label=f"{spec.name} capacity ({si(capacity, 'B')})")
-            ymax = max(ymax, capacity)
+            ymax = max(ymax, _capacity_line(ax, fit, spec))
         if trace is not None:
-            runs = _phases(trace)
-            for i, (phase, first, last) in enumerate(runs):
-                if i:
-                    ax.axvline(first, color="#555555", lw=0.8, ls="--", gid=f"phase:{first}")
-                if last + 1 - first >= 0.06 * n:  # a name only where it fits
-                    ax.text((first + last + 1) / 2, 1.0, phase, transform=ax.get_xaxis_transform(),
-                            ha="center", va="bottom", fontsize=7.5, color="#555555")
+            _phase_marks(ax, trace, n)
         ax.set_xlim(0, n)
         ax.set_ylim(0, ymax * 1.15)
         _bytes_axis(ax)
@@ -158,18 +128,67 @@ def memory_timeline(report_or_trace: MemoryReport | Trace, ax: Axes | None = Non
         for side in ("top", "right"):
             ax.spines[side].set_visible(False)
         ax.legend(frameon=False, **legend_spot(ax, given))
-        name = (trace.info.model or "step") if trace is not None else "step"
-        where = f"{report.peak_name} (op {report.peak_op}, {report.peak_phase}"
-        where += f", {report.peak_module})" if report.peak_module else ")"
-        title = (f"{name}: live memory by kind\npeak {si(report.peak_bytes, 'B')} during "
-                 f"{where}")
-        if fit is not None:
-            title += (f"\n{'fits' if fit.fits else 'does NOT fit'} {fit.device}: needs "
-                      f"{si(fit.required_bytes, 'B')} with overheads, margin "
-                      f"{si(fit.margin_bytes, 'B')} ({fit.margin_fraction:.0%})")
         # room for the phase names above the axes
-        ax.set_title(title, loc="left", pad=14 if trace is not None else 6)
+        ax.set_title(_timeline_title(report, trace, fit), loc="left",
+                     pad=14 if trace is not None else 6)
     return ax
+
+
+def _stack(ax: Axes, per_kind: dict[str, list[int]], n: int) -> None:
+    """The live bytes of each kind, stacked in :data:`STORAGE_KINDS` order: a band per
+    kind and a step line on its top edge (ops as unit-wide steps: op i spans [i, i + 1),
+    so one op's peak is visible)."""
+    import numpy as np
+
+    x = np.arange(n + 1, dtype=float)
+    base = np.zeros(n)
+    for kind in STORAGE_KINDS:
+        y = np.asarray(per_kind[kind], dtype=float)
+        if not y.any():
+            continue
+        top = base + y
+        ax.fill_between(x, np.append(base, base[-1]), np.append(top, top[-1]),
+                        step="post", color=KIND_COLORS[kind], linewidth=0,
+                        label=KIND_WORDS[kind], gid=f"kind:{kind}")
+        ax.step(x[:-1], top, where="post", color=KIND_COLORS[kind], lw=0.6,
+                gid=f"top:{kind}")
+        base = top
+
+
+def _capacity_line(ax: Axes, fit: Fit, spec: DeviceSpec) -> int:
+    """The device's capacity as a line, with the assumed allocator overheads as a band
+    below it; returns the capacity."""
+    capacity = fit.capacity_bytes
+    over = sum(fit.overheads.values())
+    if over:
+        ax.axhspan(capacity - over, capacity, color=OVERHEAD_COLOR, alpha=0.45,
+                   linewidth=0, gid="overheads",
+                   label=f"allocator overheads, assumed ({si(over, 'B')})")
+    ax.axhline(capacity, color=CAPACITY_COLOR, lw=1.5, gid="capacity",
+               label=f"{spec.name} capacity ({si(capacity, 'B')})")
+    return capacity
+
+
+def _phase_marks(ax: Axes, trace: Trace, n: int) -> None:
+    """A dashed line where each phase starts, its name above the axes where it fits."""
+    for i, (phase, first, last) in enumerate(_phases(trace)):
+        if i:
+            ax.axvline(first, color="#555555", lw=0.8, ls="--", gid=f"phase:{first}")
+        if last + 1 - first >= 0.06 * n:  # a name only where it fits
+            ax.text((first + last + 1) / 2, 1.0, phase, transform=ax.get_xaxis_transform(),
+                    ha="center", va="bottom", fontsize=7.5, color="#555555")
+
+
+def _timeline_title(report: MemoryReport, trace: Trace | None, fit: Fit | None) -> str:
+    """The model, the peak and where it is, and the fit when a device is given."""
+    name = (trace.info.model or "step") if trace is not None else "step"
+    title = (f"{name}: live memory by kind\npeak {si(report.peak_bytes, 'B')} during "
+             f"{report.where}")
+    if fit is not None:
+        title += (f"\n{'fits' if fit.fits else 'does NOT fit'} {fit.device}: needs "
+                  f"{si(fit.required_bytes, 'B')} with overheads, margin "
+                  f"{si(fit.margin_bytes, 'B')} ({fit.margin_fraction:.0%})")
+    return title
 
 
 def batch_curve(max_batch_result: MaxBatch, ax: Axes | None = None) -> Axes:
