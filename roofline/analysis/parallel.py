@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from roofline._checks import whole
+from roofline._checks import is_number, whole
 from roofline._errors import RooflineWarning
 from roofline._si import si
 from roofline.analysis.collectives import CollectiveCost, collective_cost
@@ -184,32 +184,32 @@ def _baseline(one_gpu: Trace | Analysis | float | None, one_gpu_batch: int | Non
               ) -> tuple[float | None, int | None]:
     """The single-GPU step's seconds and batch (the batch a trace or analysis ran, else
     ``one_gpu_batch``, else the parallel trace's per-rank batch)."""
-    if one_gpu_batch is not None and (isinstance(one_gpu_batch, bool) or not isinstance(
-            one_gpu_batch, int) or one_gpu_batch < 1):
-        raise ValueError(f"one_gpu_batch={one_gpu_batch!r}: expected a whole number >= 1")
-    traced: int | None = None
-    if one_gpu is None and one_gpu_batch is not None:
-        warnings.warn("one_gpu_batch= is the batch of the one_gpu= step, and no one_gpu= was "
-                      "given: it is not used (no speedup over one GPU)", RooflineWarning,
-                      stacklevel=3)
-    if isinstance(one_gpu, Analysis):
-        seconds: float | None = one_gpu.seconds
-        traced = one_gpu.trace.info.batch
-    elif isinstance(one_gpu, Trace):
-        seconds = analyze(one_gpu, device, **options).seconds
-        traced = one_gpu.info.batch
-    elif one_gpu is None:
-        seconds = None
-    elif (isinstance(one_gpu, (int, float)) and not isinstance(one_gpu, bool)
-          and math.isfinite(one_gpu) and one_gpu > 0):
-        seconds = float(one_gpu)
-    else:
-        raise TypeError(f"one_gpu= takes a Trace, an Analysis or finite seconds > 0, got "
-                        f"{one_gpu!r}")
+    if one_gpu_batch is not None:
+        one_gpu_batch = whole("one_gpu_batch", one_gpu_batch)
+        if one_gpu is None:
+            warnings.warn("one_gpu_batch= is the batch of the one_gpu= step, and no one_gpu= "
+                          "was given: it is not used (no speedup over one GPU)",
+                          RooflineWarning, stacklevel=3)
+    seconds, traced = _one_gpu_step(one_gpu, device, options)
     if traced and one_gpu_batch is not None and one_gpu_batch != traced:
         raise ValueError(f"one_gpu_batch={one_gpu_batch}, but the single-GPU trace ran a batch "
                          f"of {traced}; leave one_gpu_batch out (the trace says its batch)")
     return seconds, one_gpu_batch or traced or rank_batch or None
+
+
+def _one_gpu_step(one_gpu: Trace | Analysis | float | None, device: DeviceSpec,
+                  options: dict[str, Any]) -> tuple[float | None, int | None]:
+    """Seconds of the single-GPU step, and the batch it ran when it says so."""
+    if one_gpu is None:
+        return None, None
+    if isinstance(one_gpu, Analysis):
+        return one_gpu.seconds, one_gpu.trace.info.batch
+    if isinstance(one_gpu, Trace):
+        return analyze(one_gpu, device, **options).seconds, one_gpu.info.batch
+    if is_number(one_gpu) and math.isfinite(one_gpu) and one_gpu > 0:
+        return float(one_gpu), None
+    raise TypeError(f"one_gpu= takes a Trace, an Analysis or finite seconds > 0, got "
+                    f"{one_gpu!r}")
 
 
 def parallel(trace: Trace, device: str | DeviceSpec, *, nodes: int = 1,

@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import json
 import math
+import os
 import sys
 import time
 import traceback
@@ -20,9 +21,12 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from roofline.tracing.attention import MODES as _ATTENTION
+from roofline.tracing.strategies import STRATEGIES
 
 if TYPE_CHECKING:
     from roofline.hardware import DeviceSpec
+    from roofline.tracing import Trace
+    from roofline.zoo import ZooModel
 
 _DTYPES = {"fp32": None, "float32": None, "tf32": None, "bf16": torch.bfloat16,
            "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}
@@ -74,51 +78,64 @@ def _progress(args: argparse.Namespace, text: str) -> None:
         print(text, file=sys.stderr, flush=True)
 
 
-def _trace(args: argparse.Namespace, device: Any) -> Any:
-    from roofline.presentation.models import load_model
+def _trace(args: argparse.Namespace, device: DeviceSpec) -> Trace:
     from roofline.tracing import FakeModeError, trace
+
+    zm, fake = _model(args)
+    inputs = zm.train_inputs if args.train else zm.inputs
+    mode = "training step" if args.train else "inference"
+    tensors = "fake tensors" if fake else "real tensors"
+    _progress(args, f"tracing {zm.name} ({mode}, {args.dtype}, {tensors})...")
+    start = time.perf_counter()
+    amp = _DTYPES[args.dtype]
+    precision = (torch.autocast("cpu", dtype=amp) if amp is not None
+                 else contextlib.nullcontext())
+    grad = contextlib.nullcontext() if args.train else torch.no_grad()
+    try:
+        with precision, grad:
+            t = trace(zm.model, *inputs, **_trace_options(args, zm.model, fake, device))
+    except FakeModeError as e:  # its advice names the API's fake=False
+        raise FakeModeError(f"{e} On the command line: --real.") from e
+    _progress(args, f"traced {len(t.ops)} ops in {time.perf_counter() - start:.1f} s")
+    t.info.model = zm.name
+    t.meta.update(dtype=args.dtype, **{k: v for k, v in zm.config.items()
+                                       if isinstance(v, (int, float, str))})
+    return t
+
+
+def _model(args: argparse.Namespace) -> tuple[ZooModel, bool]:
+    """The model to trace, and whether on fake tensors: a fake trace gives the same counts
+    without the memory and a steady-state optimizer step (real tensors with a fresh
+    optimizer would include its one-off state set-up), and needs no weights, so the model
+    is built on the meta device."""
+    from roofline.presentation.models import load_model
 
     if args.dtype not in _DTYPES:
         raise ValueError(f"unknown --dtype {args.dtype!r}; choose from {', '.join(_DTYPES)}")
-    # fake tensors give the same counts without the memory, and a steady-state optimizer
-    # step (real tensors with a fresh optimizer would include its one-off state set-up);
-    # a fake trace needs no weights, so the model is built on the meta device
     fake = not args.real
     zm = load_model(args.model, batch_size=args.batch_size, seq_len=args.seq_len,
                     device="meta" if fake else None)
     if not fake and any(p.is_meta for p in zm.model.parameters()):
         raise ValueError(f"{zm.name} is built on the meta device (it has no weights to run "
                          "real tensors through); trace it on fake tensors: drop --real")
-    inputs = zm.train_inputs if args.train else zm.inputs
-    optimizer = (torch.optim.AdamW(zm.model.parameters(), foreach=True)
-                 if args.train else None)
-    mode = "training step" if args.train else "inference"
-    tensors = "fake tensors" if fake else "real tensors"
-    _progress(args, f"tracing {zm.name} ({mode}, {args.dtype}, {tensors})...")
-    start = time.perf_counter()
-    amp = _DTYPES[args.dtype]
-    with contextlib.ExitStack() as stack:
-        if amp is not None:
-            stack.enter_context(torch.autocast("cpu", dtype=amp))
-        grad = contextlib.nullcontext() if args.train else torch.no_grad()
-        try:
-            with grad:
-                gpus = getattr(args, "gpus", 1)
-                if gpus > 1:  # the global batch: --batch-size per GPU, times the GPUs
-                    inputs = tuple(torch.cat([x] * gpus) if isinstance(x, torch.Tensor)
-                                   and args.parallel != "tp" else x for x in inputs)
-                t = trace(zm.model, *inputs, train=args.train, optimizer=optimizer, fake=fake,
-                          loss_fn=_scalar_loss if args.train else None,
-                          attention=args.attention or ("as-run" if device.kind == "cpu"
-                                                       else "fused"),
-                          **({"parallel": args.parallel, "gpus": gpus} if gpus > 1 else {}))
-        except FakeModeError as e:  # its advice names the API's fake=False
-            raise FakeModeError(f"{e} On the command line: --real.") from e
-    _progress(args, f"traced {len(t.ops)} ops in {time.perf_counter() - start:.1f} s")
-    t.info.model = zm.name
-    t.meta.update(dtype=args.dtype, **{k: v for k, v in zm.config.items()
-                                                      if isinstance(v, (int, float, str))})
-    return t
+    return zm, fake
+
+
+def _trace_options(args: argparse.Namespace, model: torch.nn.Module, fake: bool,
+                   device: DeviceSpec) -> dict[str, Any]:
+    """``roofline.trace``'s keywords for the command line's flags: a training step with
+    AdamW, attention as the device runs it, and with ``--gpus`` the parallel strategy on
+    ``--batch-size`` per GPU (the library makes the global batch)."""
+    options: dict[str, Any] = {
+        "train": args.train, "fake": fake,
+        "attention": args.attention or ("as-run" if device.kind == "cpu" else "fused")}
+    if args.train:
+        options.update(optimizer=torch.optim.AdamW(model.parameters(), foreach=True),
+                       loss_fn=_scalar_loss)
+    gpus = getattr(args, "gpus", 1)
+    if gpus > 1:
+        options.update(parallel=args.parallel, gpus=gpus, per_gpu_inputs=True)
+    return options
 
 
 def _scalar_loss(out: Any) -> torch.Tensor:
@@ -252,14 +269,20 @@ def cmd_memory(args: argparse.Namespace) -> str:
 
     from roofline.analysis import fits, max_batch, memory
     from roofline.presentation import tables
+    from roofline.presentation.plots import batch_curve, memory_timeline
 
     device = _device(args.device)
     if args.max_batch and args.batch_size:
         raise ValueError("--max-batch searches the batch: drop --batch-size")
+    if args.html:
+        raise ValueError("--html writes the page of an analysis (analyze, what-if); for "
+                         "memory, --plot draws the memory timeline (the batch curve with "
+                         "--max-batch) and --json gives the figures")
     if not args.max_batch:
         t = _trace(args, device)
         r = memory(t)
         f = fits(r, device)
+        _outputs(args, r, lambda: memory_timeline(t, device=device))
         return _json(tables.memory_dict(r, f)) if args.json else tables.memory_table(r, f)
 
     def build(batch: int) -> Any:
@@ -271,6 +294,7 @@ def cmd_memory(args: argparse.Namespace) -> str:
     m = max_batch(build, device, **_options(args))
     _require_finite(seconds=m.seconds)
     searched = time.perf_counter() - start
+    _outputs(args, m, lambda: batch_curve(m))
     if args.json:
         return _json({**tables.memory_dict(m.memory, m.fit),
                       "max_batch": tables.max_batch_dict(m, searched)})
@@ -382,7 +406,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "--batch-size is per GPU")
     p.add_argument("--nodes", type=_int_at_least(1), default=1,
                    help="nodes the GPUs are spread over (a DGX H100's network between them)")
-    p.add_argument("--parallel", choices=("ddp", "fsdp", "tp"), default=None,
+    p.add_argument("--parallel", choices=tuple(STRATEGIES), default=None,
                    help="how the GPUs share the step (with --gpus; default ddp)")
     p.set_defaults(func=cmd_analyze)
 
@@ -433,6 +457,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         print(args.func(args))
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader (`| head`) stopped reading: not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as e:
         if args.debug:
             traceback.print_exc()

@@ -81,14 +81,7 @@ def _through(ref: Any, obj: Any, depth: int, seen: set[int]) -> list[str]:
         at = next((i for i, v in enumerate(ref) if v is obj), None)
         return [] if at is None else [f"{p}[{at}]" for p in _paths(ref, depth + 1, seen)]
     if isinstance(ref, dict):
-        key = next((k for k, v in ref.items() if v is obj), None)
-        if key is None or _is_module_dict(ref):
-            return []  # a module global: _global_names finds it
-        owners = [o for o in gc.get_referrers(ref) if getattr(o, "__dict__", None) is ref]
-        if owners:  # an object's attributes
-            return [f"{p}.{key}" for p in _paths(owners[0], depth + 1, seen)] or \
-                [f"a {type(owners[0]).__name__}'s attribute {key!r}"]
-        return [f"{p}[{key!r}]" for p in _paths(ref, depth + 1, seen)]
+        return _in_dict(ref, obj, depth, seen)
     if isinstance(ref, tuple):
         return _paths(ref, depth + 1, seen)
     attributes = getattr(ref, "__dict__", None)  # an object holding it as an attribute
@@ -96,6 +89,19 @@ def _through(ref: Any, obj: Any, depth: int, seen: set[int]) -> list[str]:
         return [f"{p}.{key}" for key, value in attributes.items() if value is obj
                 for p in (_paths(ref, depth + 1, seen) or [f"a {type(ref).__name__}"])]
     return []
+
+
+def _in_dict(ref: dict[Any, Any], obj: Any, depth: int, seen: set[int]) -> list[str]:
+    """The paths to ``obj`` through a dict: an object's attributes, or a dict itself (a
+    module's globals are found by name)."""
+    key = next((k for k, v in ref.items() if v is obj), None)
+    if key is None or _is_module_dict(ref):
+        return []
+    owners = [o for o in gc.get_referrers(ref) if getattr(o, "__dict__", None) is ref]
+    if owners:
+        return [f"{p}.{key}" for p in _paths(owners[0], depth + 1, seen)] or \
+            [f"a {type(owners[0]).__name__}'s attribute {key!r}"]
+    return [f"{p}[{key!r}]" for p in _paths(ref, depth + 1, seen)]
 
 
 def _closures(cell: types.CellType) -> list[str]:

@@ -8,6 +8,7 @@ together with :func:`captured_info`, the one place a trace's :class:`CaptureInfo
 from __future__ import annotations
 
 import contextlib
+import inspect
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -169,6 +170,7 @@ def run_step(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, An
     (the output's own, e.g. a Hugging Face ``ModelOutput``), or ``""`` without ``train``.
     """
     check_grad_mode(train)
+    _check_closure(optimizer)
     with training_mode(fn, train):
         out = fn(*args, **kwargs)
         if not train:
@@ -179,6 +181,20 @@ def run_step(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, An
         if optimizer is not None:
             optimizer.step()
         return source
+
+
+def _check_closure(optimizer: torch.optim.Optimizer | None) -> None:
+    """An optimizer whose ``step`` needs a closure (LBFGS) reruns the model inside the step:
+    that is no step of one forward, backward and update."""
+    if optimizer is None:
+        return
+    closure = inspect.signature(optimizer.step).parameters.get("closure")
+    if closure is not None and closure.default is inspect.Parameter.empty:
+        raise ValueError(
+            f"{type(optimizer).__name__}.step(closure) reruns the model's forward and "
+            "backward inside the step, as many times as it iterates: roofline.trace runs "
+            "one forward, backward and optimizer.step(). Trace your own loop instead: "
+            "with roofline.capture() as t: optimizer.step(closure)")
 
 
 def captured_info(name: str, *, train: bool, fake: bool, attend: AttentionAs,
