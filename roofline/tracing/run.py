@@ -170,7 +170,7 @@ def run_step(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, An
     (the output's own, e.g. a Hugging Face ``ModelOutput``), or ``""`` without ``train``.
     """
     check_grad_mode(train)
-    _check_closure(optimizer)
+    check_closure(optimizer)
     with training_mode(fn, train):
         out = fn(*args, **kwargs)
         if not train:
@@ -183,7 +183,7 @@ def run_step(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, An
         return source
 
 
-def _check_closure(optimizer: torch.optim.Optimizer | None) -> None:
+def check_closure(optimizer: torch.optim.Optimizer | None) -> None:
     """An optimizer whose ``step`` needs a closure (LBFGS) reruns the model inside the step:
     that is no step of one forward, backward and update."""
     if optimizer is None:

@@ -18,6 +18,7 @@ from roofline.tracing.records import Trace
 from roofline.tracing.run import (
     captured_info,
     check_autocast,
+    check_closure,
     check_grad_mode,
     leading_dim,
     model_name,
@@ -94,6 +95,7 @@ def trace(model_or_fn: Any, *args: Any, train: bool = False,
     work around the step (making fakes, the optimizer's fake warm-up step).
     """
     check_autocast(model_or_fn, args, kwargs)
+    check_closure(optimizer)
     if parallel is not None:
         if fake is False:
             raise ValueError(
