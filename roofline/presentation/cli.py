@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from roofline.presentation.groups import GROUPS
 from roofline.tracing.attention import MODES as _ATTENTION
 from roofline.tracing.strategies import STRATEGIES
 
@@ -85,9 +86,10 @@ def _trace(args: argparse.Namespace, device: DeviceSpec) -> Trace:
     inputs = zm.train_inputs if args.train else zm.inputs
     mode = "training step" if args.train else "inference"
     tensors = "fake tensors" if fake else "real tensors"
-    _progress(args, f"tracing {zm.name} ({mode}, {args.dtype}, {tensors})...")
+    dtype = args.dtype or "fp32"
+    _progress(args, f"tracing {zm.name} ({mode}, {dtype}, {tensors})...")
     start = time.perf_counter()
-    amp = _DTYPES[args.dtype]
+    amp = _DTYPES[dtype]
     precision = (torch.autocast("cpu", dtype=amp) if amp is not None
                  else contextlib.nullcontext())
     grad = contextlib.nullcontext() if args.train else torch.no_grad()
@@ -98,7 +100,7 @@ def _trace(args: argparse.Namespace, device: DeviceSpec) -> Trace:
         raise FakeModeError(f"{e} On the command line: --real.") from e
     _progress(args, f"traced {len(t.ops)} ops in {time.perf_counter() - start:.1f} s")
     t.info.model = zm.name
-    t.meta.update(dtype=args.dtype, **{k: v for k, v in zm.config.items()
+    t.meta.update(dtype=dtype, **{k: v for k, v in zm.config.items()
                                        if isinstance(v, (int, float, str))})
     return t
 
@@ -110,7 +112,7 @@ def _model(args: argparse.Namespace) -> tuple[ZooModel, bool]:
     is built on the meta device."""
     from roofline.presentation.models import load_model
 
-    if args.dtype not in _DTYPES:
+    if (args.dtype or "fp32") not in _DTYPES:
         raise ValueError(f"unknown --dtype {args.dtype!r}; choose from {', '.join(_DTYPES)}")
     fake = not args.real
     zm = load_model(args.model, batch_size=args.batch_size, seq_len=args.seq_len,
@@ -200,6 +202,24 @@ def _outputs(args: argparse.Namespace, result: Any, chart: Callable[[], Any]) ->
         _progress(args, f"wrote {args.html}")
 
 
+def _dtype_note(args: argparse.Namespace, device: DeviceSpec) -> str:
+    """The first line's note when a GPU step was traced in full precision by default."""
+    if args.dtype is not None or device.kind != "gpu":
+        return ""
+    return ("note: analysed in fp32, the default (matmuls on the CUDA cores, TF32 off, as "
+            "PyTorch runs fp32); mixed precision: --dtype bf16 (or tf32, fp16)")
+
+
+def _csv(args: argparse.Namespace, result: Any) -> None:
+    """``--csv FILE``: the grouped ops (``roofline.plot.roofline_data``) as CSV."""
+    if not getattr(args, "csv", None):
+        return
+    from roofline.presentation.plots import roofline_data
+
+    roofline_data(result, group_by=args.group_by).to_csv(args.csv, index=False)
+    _progress(args, f"wrote {args.csv}")
+
+
 def cmd_parallel(args: argparse.Namespace, device: Any) -> str:
     """``analyze --gpus N --parallel ddp|fsdp|tp [--nodes M]``: one rank of N, costed."""
     import copy
@@ -249,19 +269,23 @@ def cmd_analyze(args: argparse.Namespace) -> str:
     t = _trace(args, device)
     a = analyze(t, device, **_options(args))
     _require_finite(seconds=a.seconds)
-    if args.compare:
-        c = compare(t, device, _device(args.compare), **_options(args))
+    c = compare(t, device, _device(args.compare), **_options(args)) if args.compare else None
+    if c is not None:
         _require_finite(seconds=c.dst.seconds, speedup=c.speedup)
-        _outputs(args, c, lambda: roofline_chart(c))
-        if args.json:
-            return _json(tables.comparison_dict(c))
-        return (tables.analysis_table(a, args.top) + "\n" + tables.memory_line(t, device)
-                + "\n\n" + tables.comparison_table(c))
-    _outputs(args, a, lambda: roofline_chart(a))
+    _outputs(args, c or a, lambda: roofline_chart(c or a, group_by=args.group_by))
+    _csv(args, c or a)
     if args.json:
+        if c is not None:
+            return _json(tables.comparison_dict(c))
         return _json({**tables.analysis_dict(a, args.top),
                       "memory": tables.memory_summary(t, device)})
-    return tables.analysis_table(a, args.top) + "\n" + tables.memory_line(t, device)
+    parts = [tables.answer(a, compared=c, note=_dtype_note(args, device)), "",
+             tables.analysis_table(a, args.top, args.group_by),
+             tables.memory_line(t, device)]
+    if c is not None:
+        parts += ["", tables.comparison_table(c)]
+    notes = a.assumptions + (c.dst.assumptions if c is not None else [])
+    return "\n".join([*parts, "", tables.assumptions_text(notes, args.verbose)]).rstrip()
 
 
 def cmd_memory(args: argparse.Namespace) -> str:
@@ -274,6 +298,9 @@ def cmd_memory(args: argparse.Namespace) -> str:
     device = _device(args.device)
     if args.max_batch and args.batch_size:
         raise ValueError("--max-batch searches the batch: drop --batch-size")
+    if args.csv:
+        raise ValueError("--csv writes the grouped ops of analyze and what-if; memory's "
+                         "figures are in --json")
     if args.html:
         raise ValueError("--html writes the page of an analysis (analyze, what-if); for "
                          "memory, --plot draws the memory timeline (the batch curve with "
@@ -316,9 +343,13 @@ def cmd_what_if(args: argparse.Namespace) -> str:
     c = what_if(t, device, **factors, **_options(args))
     _require_finite(seconds=c.dst.seconds, speedup=c.speedup)
     _outputs(args, c, lambda: speedup_curve(t, device, **_options(args)))
+    _csv(args, c)
     if args.json:
         return _json(tables.comparison_dict(c))
-    return tables.comparison_table(c)
+    return "\n".join([tables.answer(c.src, asked=c, note=_dtype_note(args, device)), "",
+                      tables.comparison_table(c), "",
+                      tables.assumptions_text(c.src.assumptions + c.dst.assumptions,
+                                              args.verbose)]).rstrip()
 
 
 def cmd_devices(args: argparse.Namespace) -> str:
@@ -359,7 +390,9 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", type=_int_at_least(1), help="default: the model's own")
     p.add_argument("--seq-len", type=_int_at_least(1),
                    help="tokens per sequence (sequence models); default: the model's own")
-    p.add_argument("--dtype", default="fp32", help="fp32, tf32, bf16 or fp16 (mixed precision)")
+    p.add_argument("--dtype", default=None,
+                   help="fp32 (the default), tf32, bf16 or fp16 (mixed precision: the step "
+                        "traced under torch.autocast)")
     p.add_argument("--fp16-accumulate", action="store_true",
                    help="fp16 matmuls accumulate in fp16 (GeForce: twice the tensor rate)")
     p.add_argument("--attention", choices=_ATTENTION,
@@ -381,7 +414,17 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--peaks", choices=("achievable", "datasheet"), default="achievable",
                    help="rates the device was measured to reach (default, each with its "
                         "source) or its datasheet peaks")
-    p.add_argument("--top", type=_int_at_least(0), default=15, help="ops to list")
+    p.add_argument("--top", type=_int_at_least(0), default=15,
+                   help="groups of ops to list (default 15)")
+    p.add_argument("--group-by", choices=GROUPS, default="op",
+                   help="the op table's rows (and the chart's points): one per ATen op and "
+                        "shapes (default), per module (repeated blocks folded) or per "
+                        "category")
+    p.add_argument("--csv", metavar="FILE.csv",
+                   help="write the grouped ops (roofline_data: FLOPs, bytes, time, bound per "
+                        "group) as CSV")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="list every assumption (the first three otherwise)")
     p.add_argument("--plot", metavar="FILE.png",
                    help="write a chart: the roofline chart (analyze) or the speedup curve "
                         "(what-if)")

@@ -1,11 +1,14 @@
-"""The reasons of a speedup in words: ``roofline.explain(comparison)``."""
+"""The reasons of a speedup in words (``roofline.explain(comparison)``), and what a step
+is, in a few words (:func:`describe`)."""
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 from roofline._si import si
-from roofline.analysis import Comparison, ParallelAnalysis, Reasons
+from roofline.analysis import Analysis, Comparison, ParallelAnalysis, Reasons
+from roofline.analysis.rates import dtype_key
 from roofline.tracing.records import Category
 
 #: A bound with a smaller share of the step than this is not worth a clause.
@@ -136,3 +139,34 @@ def _wrapper_share(p: ParallelAnalysis) -> float:
             or p.trace.info.rank_batch != p.one_gpu_batch):
         return 0.0
     return max(p.compute_total_seconds - p.one_gpu_seconds, 0.0) / p.seconds
+
+
+#: How a trace's phase is named.
+_PHASES = {True: "training step", False: "inference"}
+
+
+def describe(a: Analysis) -> str:
+    """What was traced, for titles and the first line: ``"gpt2 (batch 8, bf16, training
+    step)"``. The batch is the first input's first dimension; the dtype is the one the
+    engine carrying most FLOPs computes in (``tf32`` where fp32 matmuls run on TF32)."""
+    info = a.trace.info
+    parts = [f"batch {info.batch}" if info.batch else "", main_dtype(a),
+             _PHASES.get(info.train, "") if info.train is not None else ""]
+    words = ", ".join(p for p in parts if p)
+    name = info.model or "step"
+    return f"{name} ({words})" if words else name
+
+
+def main_dtype(a: Analysis) -> str:
+    """The dtype of the engine that carries most of the step's FLOPs (``"bf16"``), else the
+    most frequent dtype of the ops (``""``: none)."""
+    flops: Counter[str] = Counter()
+    for op, engine in zip(a.trace.ops, a.engine, strict=True):
+        if engine is not None:
+            flops[engine.dtype] += op.flops
+    if flops:
+        return flops.most_common(1)[0][0]
+    common = Counter(dtype_key(op.dtype) for op in a.trace.ops if op.dtype)
+    common.pop("", None)
+    return common.most_common(1)[0][0] if common else ""
+

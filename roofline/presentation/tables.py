@@ -22,8 +22,10 @@ from roofline.analysis import (
     fits,
     memory,
 )
+from roofline.analysis.timing import ratio
 from roofline.hardware import DeviceSpec
-from roofline.presentation.explain import explain
+from roofline.presentation.explain import describe, explain
+from roofline.presentation.groups import grouped
 from roofline.tracing.records import STORAGE_KINDS, OpRecord, Trace
 
 
@@ -67,43 +69,100 @@ def _table(header: Sequence[str] | None, rows: Sequence[Sequence[str]], *, left:
     return "\n".join(out + [line(r) for r in rows])
 
 
-def analysis_table(a: Analysis, top: int = 15) -> str:
-    """Top ops by predicted time, then the totals by bound and category."""
-    rows = []
+def headline(a: Analysis) -> str:
+    """``gpt2 (batch 8, bf16, training step) on A100 SXM 80GB: 52.5 ms per step (compute 45%,
+    memory 51%, overhead 4%)``."""
+    shares = ", ".join(f"{k} {v['fraction']:.0%}" for k, v in a.by_bound().items()
+                       if v["seconds"])
+    return f"{describe(a)} on {a.device.name}: {seconds(a.seconds)} per step ({shares})"
+
+
+def answer(a: Analysis, *, compared: Comparison | None = None,
+           asked: Comparison | None = None, note: str = "") -> str:
+    """The answer, first, in at most six lines: what the step is and where its time goes,
+    what 2x the FLOP/s and 2x the bandwidth give with the Amdahl ceilings, the what-if
+    asked or the device swap, and a note (e.g. the dtype the step was analysed in)."""
+    def gain(**factors: float) -> float:
+        return ratio(a.seconds, a.seconds_with(**factors))
+
+    lines = [headline(a)]
+    if asked is not None:
+        lines.append(f"what if {asked.dst.device.name}: {asked.speedup:.2f}x "
+                     f"({seconds(asked.src.seconds)} -> {seconds(asked.dst.seconds)})")
+    lines.append(f"2x FLOP/s: {gain(compute=2):.2f}x   2x bandwidth: {gain(memory=2):.2f}x"
+                 f"   at most {gain(compute=math.inf):.2f}x with infinite FLOP/s, "
+                 f"{gain(memory=math.inf):.2f}x with infinite bandwidth")
+    if compared is not None:
+        lines.append(f"{compared.src.device.name} -> {compared.dst.device.name}: "
+                     f"{compared.speedup:.2f}x ({_ratio_words(compared)})")
+    if note:
+        lines.append(note)
+    return "\n".join(lines)
+
+
+def _ratio_words(c: Comparison) -> str:
+    flops = (f"{c.flops_ratio:.2g}x the FLOP/s, " if math.isfinite(c.flops_ratio) else "")
+    return f"{flops}{c.bandwidth_ratio:.2g}x the bandwidth"
+
+
+def ops_table(a: Analysis, top: int = 15, group_by: str = "op") -> str:
+    """The ``top`` groups of ops by predicted time: one row per ATen op and shapes (with a
+    count of calls), per module (repeated blocks folded) or per category."""
+    groups = sorted(grouped(a, group_by).values(), key=lambda g: -g.seconds)
     total = a.seconds or 1.0
-    for op, s, bound in a.top(top):
-        module = op.module if len(op.module) <= 40 else "..." + op.module[-37:]
-        rows.append([op.name.removeprefix("aten."), module or "-", op.phase, op.dtype, bound,
-                     si(op.flops), si(op.bytes, "B"), intensity(op), seconds(s),
-                     f"{s / total:.1%}"])
-    out = [f"{a.device.name}: predicted step {seconds(a.seconds)} "
-           f"({len(a.trace.ops)} ops, {si(a.trace.total_flops, 'FLOP')}, "
-           f"{si(a.trace.total_bytes, 'B')}), achieved {si(a.achieved_flops_per_s, 'FLOP/s')}"
-           f" = {a.mfu:.1%} of peak",
-           "",
-           _table(["op", "module", "phase", "dtype", "bound", "FLOPs", "bytes", "FLOP/B",
-                   "time", "share"], rows),
-           "",
-           "by bound:    " + ", ".join(f"{k} {v['fraction']:.1%}"
-                                       for k, v in a.by_bound().items() if v["seconds"]),
-           "by category: " + ", ".join(f"{k} {v['fraction']:.1%}"
-                                       for k, v in list(a.by_category().items())[:8]),
-           "by phase:    " + ", ".join(f"{k} {v['fraction']:.1%}"
-                                       for k, v in a.by_phase().items())]
-    if a.assumptions:
-        out += ["", "assumptions:"] + [f"  - {x}" for x in a.assumptions]
-    return "\n".join(out)
+    rows = []
+    for g in groups[:top]:
+        label = g.label if len(g.label) <= 48 else g.label[:45] + "..."
+        rows.append([label, str(g.count), g.bound, si(g.flops), si(g.bytes, "B"),
+                     f"{g.flops / g.bytes:.3g}" if g.bytes else "-", seconds(g.seconds),
+                     f"{g.seconds / total:.1%}"])
+    covered = sum(g.seconds for g in groups[:top]) / total
+    name = {"op": "op and shapes", "module": "module", "category": "category"}[group_by]
+    return "\n".join([
+        _table([name, "calls", "bound", "FLOPs", "bytes", "FLOP/B", "time", "share"], rows,
+               left=3),
+        f"(top {len(rows)} of {len(groups)} groups: {covered:.0%} of the step; "
+        f"--top N for more, --group-by op|module|category)"])
+
+
+def analysis_table(a: Analysis, top: int = 15, group_by: str = "op") -> str:
+    """The groups of ops that take the most time, then the totals by bound, category and
+    phase."""
+    return "\n".join([
+        f"{a.device.name}: {len(a.trace.ops)} ops, {si(a.trace.total_flops, 'FLOP')}, "
+        f"{si(a.trace.total_bytes, 'B')}; achieved {si(a.achieved_flops_per_s, 'FLOP/s')} = "
+        f"{a.mfu:.1%} of peak", "",
+        ops_table(a, top, group_by), "",
+        "by bound:    " + ", ".join(f"{k} {v['fraction']:.1%}"
+                                    for k, v in a.by_bound().items() if v["seconds"]),
+        "by category: " + ", ".join(f"{k} {v['fraction']:.1%}"
+                                    for k, v in list(a.by_category().items())[:8]),
+        "by phase:    " + ", ".join(f"{k} {v['fraction']:.1%}"
+                                    for k, v in a.by_phase().items())])
+
+
+def assumptions_text(notes: Sequence[str], verbose: bool = False, shown: int = 3) -> str:
+    """The assumptions, once: all with ``verbose``, else the first ``shown`` (they are in
+    order of how much they shape the answer: the capture's choices, then the device's
+    figures) and how many more there are."""
+    notes = list(dict.fromkeys(notes))
+    if not notes:
+        return ""
+    listed = notes if verbose else notes[:shown]
+    more = len(notes) - len(listed)
+    tail = [f"  ... and {more} more (-v lists them all; --json has them)"] if more else []
+    return "\n".join(["assumptions:", *(f"  - {x}" for x in listed), *tail])
 
 
 def comparison_table(c: Comparison) -> str:
-    """Per-category times on both devices and the explanation."""
+    """Per-category times on both devices and the explanation (its assumptions apart)."""
     rows = [[k, "", seconds(v["src_seconds"]), seconds(v["dst_seconds"]),
              f"{v['speedup']:.2f}x"] for k, v in c.by_category().items() if v["src_seconds"]]
     return "\n".join([
         f"{c.src.device.name} -> {c.dst.device.name}: predicted speedup {c.speedup:.2f}x "
         f"({seconds(c.src.seconds)} -> {seconds(c.dst.seconds)})", "",
         _table(["category", "", c.src.device.name, c.dst.device.name, "speedup"], rows), "",
-        explain(c)])
+        explain(c, assumptions=False)])
 
 
 def finite(x: Any) -> Any:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from roofline._si import si
 from roofline.analysis import Analysis, Comparison
+from roofline.presentation.explain import describe
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -115,9 +116,11 @@ def require_ops(a: Analysis, caller: str) -> None:
 
 
 def model_name(a: Analysis) -> str:
-    """The traced model's name, ``trace.info.model`` (``roofline.trace`` records the
-    module's class name there; set it to a better one, e.g. ``"GPT-2 124M"``), or "step"."""
-    return a.trace.info.model or "step"
+    """What was traced, for a chart's title: the model's name (``trace.info.model``:
+    ``roofline.trace`` records the module's class there; set a better one, e.g. ``"GPT-2
+    124M"``) with its batch, dtype and phase (:func:`roofline.presentation.explain.
+    describe`)."""
+    return describe(a)
 
 
 def ms(seconds: float) -> str:

@@ -19,7 +19,6 @@ both 0); the chart says how much of the step they hold instead of dropping it si
 from __future__ import annotations
 
 import math
-import re
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,9 +29,10 @@ import numpy as np
 from roofline._si import si
 from roofline.analysis import Analysis, Comparison
 from roofline.analysis.rates import dtype_key
-from roofline.analysis.timing import FREE, ROOFS
+from roofline.analysis.timing import ROOFS
 from roofline.hardware import DeviceSpec, get_device
 from roofline.hardware.engines import Engine
+from roofline.presentation.groups import grouped
 from roofline.presentation.plots._style import (
     BOUND_COLORS,
     analyses,
@@ -49,12 +49,11 @@ from roofline.presentation.plots._style import (
     settle,
     text_box,
 )
-from roofline.tracing.records import MATRIX_CATEGORIES, OpRecord
+from roofline.tracing.records import MATRIX_CATEGORIES
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-GROUPS = ("op", "module", "category")
 #: Marker area (points^2) of the op holding the most time; the others scale with time.
 MAX_AREA = 420.0
 MIN_AREA = 6.0
@@ -70,50 +69,6 @@ DST_COLOR = "#7B3294"
 
 # --------------------------------------------------------------------------- data
 
-def _key(op: OpRecord, group_by: str) -> tuple[str, str]:
-    """(group key, display label) of an op."""
-    if group_by == "category":
-        return str(op.category), str(op.category)
-    if group_by == "module":
-        # repeated layers (h.0, h.1, ...) are one group: GPT.h.*.attn
-        module = re.sub(r"(?<=\.)\d+(?=\.|$)", "*", op.module) or "(outside modules)"
-        return module, module
-    name = op.name.removeprefix("aten.").removesuffix(".default")
-    tensors = [s for s in op.input_shapes if s]
-    shapes = (" ".join("x".join(map(str, s)) for s in tensors) if len(tensors) <= 3
-              else f"({len(tensors)} tensors)")  # a _foreach_ op over every parameter
-    return f"{op.name}|{op.input_shapes}|{op.dtype}", f"{name} {shapes}".strip()
-
-
-def _grouped(a: Analysis, group_by: str) -> dict[str, dict[str, Any]]:
-    """Per group: label, count, flops, bytes, seconds, seconds per bound, flops per engine."""
-    out: dict[str, dict[str, Any]] = {}
-    seconds, bounds = a.op_seconds, a.bound
-    for op, s, b, e in zip(a.trace.ops, seconds, bounds, a.engine, strict=True):
-        key, label = _key(op, group_by)
-        g = out.get(key)
-        if g is None:
-            g = out[key] = {"label": label, "count": 0, "flops": 0, "bytes": 0,
-                            "seconds": 0.0, "bounds": dict.fromkeys(ROOFS, 0.0),
-                            "engines": {}, "rated": True}
-        g["count"] += 1
-        g["flops"] += op.flops
-        g["bytes"] += op.bytes
-        g["seconds"] += float(s)
-        if b in g["bounds"]:  # an op that takes no time has no roof ("none")
-            g["bounds"][b] += float(s)
-        if e is not None:
-            g["engines"][str(e)] = g["engines"].get(str(e), 0) + op.flops
-        elif op.flops > 0:  # FLOPs on no engine: costed by bytes and overhead only
-            g["rated"] = False
-    return out
-
-
-def _dominant(group: dict[str, Any]) -> str:
-    """The bound holding most of a group's time."""
-    return max(ROOFS, key=lambda b: float(group["bounds"][b]))
-
-
 def _attained(flops: float, seconds: float) -> float:
     return flops / seconds if seconds > 0 else 0.0
 
@@ -127,7 +82,8 @@ def roofline_data(analysis_or_comparison: Analysis | Comparison,
     analysis_or_comparison : Analysis or Comparison
     group_by : {"op", "module", "category"}
         ``"op"`` merges calls of the same ATen op on the same shapes and dtype; ``"module"``
-        merges by module path with layer indices folded (``GPT.h.*.attn``).
+        merges by module path with repeated identical blocks folded (``GPT.h.*.attn``;
+        see :mod:`roofline.presentation.groups`).
 
     Returns
     -------
@@ -141,24 +97,20 @@ def roofline_data(analysis_or_comparison: Analysis | Comparison,
     import pandas as pd
 
     src, dst = analyses(analysis_or_comparison, "roofline_data")
-    if group_by not in GROUPS:
-        raise ValueError(f"group_by must be one of {', '.join(GROUPS)}, got {group_by!r}")
     sides = [("", src)] if dst is None else [("src_", src), ("dst_", dst)]
-    groups = {prefix: _grouped(a, group_by) for prefix, a in sides}
+    groups = {prefix: grouped(a, group_by) for prefix, a in sides}
     rows = []
     for key, g in groups[sides[0][0]].items():
         row: dict[str, Any] = {
-            "group": key, "label": g["label"], "count": g["count"], "flops": g["flops"],
-            "bytes": g["bytes"],
-            "intensity": g["flops"] / g["bytes"] if g["bytes"] else math.nan,
-            "engine": max(g["engines"], key=g["engines"].get) if g["engines"] else "",
-            "rated": g["rated"]}
+            "group": key, "label": g.label, "count": g.count, "flops": g.flops,
+            "bytes": g.bytes, "intensity": g.flops / g.bytes if g.bytes else math.nan,
+            "engine": g.engine, "rated": g.rated}
         for prefix, a in sides:
             h = groups[prefix][key]
-            row[f"{prefix}seconds"] = h["seconds"]
-            row[f"{prefix}share"] = h["seconds"] / a.seconds if a.seconds else 0.0
-            row[f"{prefix}attained_flops_per_s"] = _attained(h["flops"], h["seconds"])
-            row[f"{prefix}bound"] = _dominant(h) if h["seconds"] > 0 else FREE
+            row[f"{prefix}seconds"] = h.seconds
+            row[f"{prefix}share"] = h.seconds / a.seconds if a.seconds else 0.0
+            row[f"{prefix}attained_flops_per_s"] = _attained(h.flops, h.seconds)
+            row[f"{prefix}bound"] = h.bound
         rows.append(row)
     df = pd.DataFrame(rows)
     if df.empty:
