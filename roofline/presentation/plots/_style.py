@@ -172,10 +172,12 @@ def settle(ax: Axes) -> None:
 
 
 def text_box(artist: Any, renderer: Any) -> Any:
-    """The box of an annotation's text alone (its own extent includes the leader line)."""
+    """The box of a text, or of an annotation's text alone (its own extent includes the
+    leader line)."""
     from matplotlib.text import Text
 
-    artist.update_positions(renderer)  # where the text goes: set when drawn, else now
+    if hasattr(artist, "update_positions"):  # an annotation: where its text goes
+        artist.update_positions(renderer)
     return Text.get_window_extent(artist, renderer)
 
 

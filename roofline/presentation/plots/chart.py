@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import textwrap
-from collections.abc import Sequence
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -30,17 +30,17 @@ from roofline._si import si
 from roofline.analysis import Analysis, Comparison
 from roofline.analysis.rates import dtype_key
 from roofline.analysis.timing import ROOFS
+from roofline.analysis.validate import check_same_ops
 from roofline.hardware import DeviceSpec, get_device
 from roofline.hardware.engines import Engine
+from roofline.presentation.explain import CATEGORY_WORDS, MIN_SHARE
 from roofline.presentation.groups import grouped
 from roofline.presentation.plots._style import (
     BOUND_COLORS,
     analyses,
-    covers,
     drawing,
     inside,
     legend_spot,
-    line_pixels,
     model_name,
     ms,
     plural,
@@ -54,6 +54,8 @@ from roofline.tracing.records import MATRIX_CATEGORIES
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
+    from roofline.tracing.measure import Measurement
+
 #: Marker area (points^2) of the op holding the most time; the others scale with time.
 MAX_AREA = 420.0
 MIN_AREA = 6.0
@@ -65,6 +67,15 @@ Y_SPAN = 6
 MARKERS_AVOIDED = 40
 #: Colour of a Comparison's destination roofs.
 DST_COLOR = "#7B3294"
+# Axes -> scatter gid -> the roofline_data rows of its points, in drawing order
+_DRAWN: weakref.WeakKeyDictionary[Any, dict[str, list[int]]] = weakref.WeakKeyDictionary()
+
+
+def drawn_points(ax: Axes) -> dict[str, list[int]]:
+    """The rows of :func:`roofline_data` each point collection of a roofline chart drew,
+    by its gid (``"points"``, ``"points:unrated"``, ``"points:clipped"``,
+    ``"points:dst"``), in drawing order: what an interactive page hangs tooltips on."""
+    return dict(_DRAWN.get(ax, {}))
 
 
 # --------------------------------------------------------------------------- data
@@ -180,7 +191,7 @@ def _datasheet(spec: DeviceSpec) -> DeviceSpec | None:
 
 def _draw_roofs(ax: Axes, rs: list[Roof], x_lo: float, x_hi: float, who: str) -> None:
     """The bandwidth slope up to the highest ridge, each roof from its ridge on, and the
-    ridge points (labelled by :func:`_label_roofs` once every line is drawn)."""
+    ridge points (their values are in the legend)."""
     if not rs:
         return
     bw, color, style_ = rs[0].bandwidth_bytes_per_s, rs[0].color, rs[0].linestyle
@@ -199,92 +210,6 @@ def _draw_slope(ax: Axes, bw: float, x_lo: float, x_hi: float, who: str) -> None
     trace's FLOPs still bounds every op by its bytes."""
     ax.plot([x_lo, x_hi], [bw * x_lo, bw * x_hi], color="#222222", lw=1.6,
             gid=f"bandwidth:{who}")
-
-
-def _roof_lines(ax: Axes) -> list[Any]:
-    """The drawn slopes, roofs and overhead floor: what a roof label must not sit on."""
-    return [ln for ln in ax.get_lines() if (ln.get_gid() or "").startswith(
-        ("bandwidth:", "roof:", "overhead-floor"))]
-
-
-def _label_roofs(ax: Axes, rs: list[Roof], x_hi: float, placed: list[Any],
-                 avoid: list[Any], who: str) -> None:
-    """A label per roof, ridge and slope, clear of earlier labels (kept in ``placed``), of
-    the ``avoid`` markers and of every roof line of every device on the chart."""
-    lines = _roof_lines(ax)
-    near = line_pixels(ax, lines)
-    for r in sorted(rs, key=lambda r: -r.flops_per_s):
-        # right end of the roof; else above the roofline left of the ridge, where no op can
-        # be (compute-bound ops sit on the roof itself); else anywhere along the roof
-        spots = [(x_hi / 1.15, r.flops_per_s, 0, 2, "right")]
-        spots += [(r.ridge_point, r.flops_per_s, -8, dy, "right") for dy in (11, 3, 19, 27)]
-        spots += [(x, r.flops_per_s, 0, dy, ha) for x, ha in
-                  ((x_hi / 1.15, "right"), (r.ridge_point * 1.2, "left"),
-                   (math.sqrt(r.ridge_point * x_hi), "center"))
-                  for dy in (-3, 9, -10, 16)]
-        _place(ax, r.label, spots, placed, avoid, near, fontsize=7.5, color=r.color)
-        # the ridge's value up and left of its dot: above the roofline, where no op can be
-        spots = [(r.ridge_point, r.flops_per_s, dx, dy, "right") for dx, dy in
-                 ((-4, 3), (-4, 11), (-14, 3), (-4, 19), (-24, 3), (-14, 19), (-4, 27))]
-        _place(ax, f"ridge {r.ridge_point:.3g} FLOP/B", spots, placed, avoid, near,
-               required=False, fontsize=7, color=r.color)
-    # the slope's label runs along it, at its on-screen angle (its box, upright, holds the
-    # slope itself: only the other lines count)
-    slope = [ln for ln in lines if ln.get_gid() == f"bandwidth:{who}"]
-    if not slope:
-        return
-    (x0, x1), (y0, y1) = slope[0].get_xdata(), slope[0].get_ydata()
-    bw = y0 / x0
-    spots = []
-    # on the slope, else a little above it, clear of its points; the datasheet's slope
-    # (beside the achievable one) also below, and left out where there is no room
-    for dy in (3, 12) if who != "datasheet" else (3, 12, -10, -18):
-        for frac in (0.55, 0.4, 0.7, 0.25, 0.85):
-            x = x0 * (x1 / x0) ** frac
-            spots.append((x, bw * x, 0, dy, "center"))
-    (p0, q0), (p1, q1) = ax.transData.transform([(x0, y0), (x1, y1)])
-    angle = math.degrees(math.atan2(q1 - q0, p1 - p0))
-    color = slope[0].get_color()
-    _place(ax, f"{'datasheet ' if who == 'datasheet' else ''}memory {si(bw, 'B/s')}", spots,
-           placed, avoid, line_pixels(ax, [ln for ln in lines if ln is not slope[0]]),
-           required=who != "datasheet", fontsize=7.5, color=color, rotation=angle,
-           rotation_mode="anchor")
-
-
-def _place(ax: Axes, text: str, spots: Sequence[tuple[float, float, float, float, str]],
-           placed: list[Any], avoid: list[Any], lines: Any = (), required: bool = True,
-           **kw: Any) -> Any:
-    """``text`` at the first (x, y, dx, dy points, ha) spot inside the axes and clear of
-    ``placed`` text, ``avoid`` markers and ``lines`` (pixel points along drawn lines); else
-    the first clear of text only; else, if ``required``, the first spot (a roof keeps its
-    label), and if not, no label (None)."""
-    rend = renderer(ax)
-    texts = [text_box(t, rend) for t in placed]
-    frame = ax.get_window_extent(rend)
-
-    def draw(spot: tuple[float, float, float, float, str]) -> Any:
-        x, y, dx, dy, ha = spot
-        return ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points", ha=ha,
-                           va="bottom" if dy > 0 else "top", zorder=5, clip_on=True, **kw)
-
-    fallback, clear = spots[0], False
-    for spot in spots:
-        artist = draw(spot)
-        box = text_box(artist, rend)
-        artist.remove()
-        box = box.padded(2)  # a little air between neighbouring labels
-        if not inside(box, frame) or any(box.overlaps(b) for b in texts):
-            continue
-        if not any(box.overlaps(b) for b in avoid) and not covers(box, np.asarray(lines)):
-            fallback, clear = spot, True
-            break
-        if not clear:  # clear of text, over a marker or a line: second best
-            fallback, clear = spot, True
-    if not clear and not required:
-        return None
-    artist = draw(fallback)
-    placed.append(artist)
-    return artist
 
 
 # --------------------------------------------------------------------------- labels
@@ -307,10 +232,12 @@ def _marker_boxes(ax: Axes, xs: np.ndarray, ys: np.ndarray, areas: np.ndarray) -
 
 
 def place_labels(ax: Axes, xs: np.ndarray, ys: np.ndarray, labels: list[str],
-                 placed: list[Any], markers: list[Any] | None = None) -> list[Any]:
+                 placed: list[Any], markers: list[Any] | None = None, fontsize: float = 7,
+                 color: str = "#111111") -> list[Any]:
     """Greedy label placement: each label at the first offset whose box overlaps no
-    earlier label, roof label, marker box (``markers``; a label may cover its own point's)
-    or the axes' edge; a label with no free spot is left out."""
+    earlier label (``placed``), marker box (``markers``; a label may cover its own
+    point's) or the axes' edge; a label with no free spot is left out. The labels placed
+    are added to ``placed``."""
     rend = renderer(ax)
     boxes = [text_box(t, rend).expanded(1.02, 1.1) for t in placed]
     markers = markers or []
@@ -321,8 +248,8 @@ def place_labels(ax: Axes, xs: np.ndarray, ys: np.ndarray, labels: list[str],
         for dx, dy in _OFFSETS:
             far = math.hypot(dx, dy) > 12
             text = ax.annotate(label, (x, y), xytext=(dx, dy), textcoords="offset points",
-                               ha="left" if dx > 0 else "right", va="center", fontsize=7,
-                               color="#111111", zorder=6, clip_on=True,
+                               ha="left" if dx > 0 else "right", va="center",
+                               fontsize=fontsize, color=color, zorder=6, clip_on=True,
                                arrowprops={"arrowstyle": "-", "lw": 0.5, "color": "#666666",
                                            "shrinkA": 0, "shrinkB": 3} if far else None,
                                bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none",
@@ -335,6 +262,7 @@ def place_labels(ax: Axes, xs: np.ndarray, ys: np.ndarray, labels: list[str],
                 out.append(text)
                 break
             text.remove()
+    placed.extend(out)
     return out
 
 
@@ -351,20 +279,10 @@ def _area(seconds: np.ndarray, biggest: float) -> np.ndarray:
 
 
 def _notes(a: Analysis, df: Any, on: np.ndarray, prefix: str) -> list[str]:
-    """What the chart cannot show, said in its title."""
-    notes = [_off_note(a, df, on, prefix), _unrated_note(a, df), _matrix_note(a),
-             _overhead_note(df, on, prefix)]
+    """What the chart cannot show, said in its title (ops with no FLOPs are in the strip
+    at its left edge)."""
+    notes = [_unrated_note(a, df), _matrix_note(a), _overhead_note(df, on, prefix)]
     return [n for n in notes if n is not None]
-
-
-def _off_note(a: Analysis, df: Any, on: np.ndarray, prefix: str) -> str | None:
-    """The op calls with no place on log axes (no FLOPs or no bytes), and their time."""
-    off = ~on
-    if not off.any():
-        return None
-    share = float(df.loc[off, f"{prefix}seconds"].sum() / a.seconds) if a.seconds else 0.0
-    return (f"not on the chart: {plural(int(df.loc[off, 'count'].sum()), 'op call')} "
-            f"with no FLOPs or bytes (copies, views), {share:.0%} of the step")
 
 
 def _unrated_note(a: Analysis, df: Any) -> str | None:
@@ -418,39 +336,35 @@ def _view_notes(src: Analysis, dst: Analysis | None, df: Any, clipped: np.ndarra
     return notes
 
 
-def _floor(ax: Axes, a: Analysis, x_lo: float, x_hi: float, y_lo: float,
-           placed: list[Any], avoid: list[Any]) -> None:
-    """The overhead floor of the median overhead-bound op, F/L, with the region below."""
+def _floor(ax: Axes, a: Analysis, x_lo: float, x_hi: float, y_lo: float) -> str | None:
+    """The overhead floor of the median overhead-bound op, F/L, with the region below;
+    returns its legend label (None: not drawn, when overhead-bound ops hold under
+    :data:`MIN_SHARE` of the step or their floor is below the view)."""
     over = [op.flops / op.kernels for op, b in zip(a.trace.ops, a.bound, strict=True)
             if b == "overhead" and op.flops > 0 and op.kernels > 0]
-    # no op with FLOPs is overhead-bound: no floor to draw (its level would be no op's)
     kernels = np.array([op.kernels for op in a.trace.ops], dtype=float)
     busy = kernels > 0
     # the per-kernel overhead the analysis charged (measured, class default or the spec's)
     latency = float((a.overhead_seconds[busy] / kernels[busy]).max()) if busy.any() else 0.0
-    if not over or not latency or not a.options.overhead:
-        return
+    share = a.by_bound().get("overhead", {}).get("fraction", 0.0)
+    if not over or not latency or not a.options.overhead or share < MIN_SHARE:
+        return None
     per_kernel = float(np.median(over))
     level = per_kernel / latency
     if level <= y_lo:
-        return
+        return None
     ax.fill_between([x_lo, x_hi], [y_lo] * 2, [level] * 2, color=BOUND_COLORS["overhead"],
                     alpha=0.10, lw=0, zorder=0)
     ax.plot([x_lo, x_hi], [level] * 2, ls=":", lw=1.2, color=BOUND_COLORS["overhead"],
             gid="overhead-floor")
-    share = a.by_bound().get("overhead", {}).get("fraction", 0.0)
-    text = (f"overhead floor: {si(per_kernel, 'FLOP')} per kernel / {ms(latency)} launch = "
-            f"{si(level, 'FLOP/s')}\n(median of {plural(len(over), 'overhead-bound op')}, "
-            f"{share:.0%} of the step)")
-    spots = [(x_hi / 1.1, level, 0, -3, "right"), (x_lo * 1.1, level, 0, -3, "left"),
-             (x_hi / 1.1, level, 0, 2, "right"), (x_lo * 1.1, level, 0, 2, "left")]
-    _place(ax, text, spots, placed, avoid, fontsize=7, color="#444444")
+    return (f"overhead floor {si(level, 'FLOP/s')}: {si(per_kernel, 'FLOP')}/kernel over "
+            f"{ms(latency)} ({share:.0%} of the step)")
 
 
-def _shade(ax: Axes, r: Roof, x_lo: float, x_hi: float, y_lo: float,
-           placed: list[Any]) -> None:
+def _shade(ax: Axes, r: Roof, view: _View) -> None:
     """Memory region (under the slope, left of the top ridge) and compute region (right)."""
     ridge, bw = r.ridge_point, r.bandwidth_bytes_per_s
+    x_lo, x_hi, y_lo = view.x_data, view.x_hi, view.y_lo
     xs = np.geomspace(x_lo, ridge, 32)
     ax.fill_between(xs, y_lo, bw * xs, color=BOUND_COLORS["memory"], alpha=0.07, lw=0,
                     zorder=0)
@@ -459,8 +373,8 @@ def _shade(ax: Axes, r: Roof, x_lo: float, x_hi: float, y_lo: float,
     for words, x, ha in (("memory-bound region", x_lo * 1.15, "left"),
                          ("compute-bound region", x_hi / 1.15, "right")):
         name = words.split("-")[0]
-        placed.append(ax.annotate(words, (x, y_lo), xytext=(0, 4), textcoords="offset points",
-                                  ha=ha, va="bottom", fontsize=8, color=BOUND_COLORS[name]))
+        ax.annotate(words, (x, y_lo), xytext=(0, 4), textcoords="offset points", ha=ha,
+                    va="bottom", fontsize=8, color=BOUND_COLORS[name])
 
 
 def _clip(values: np.ndarray, lo: float) -> np.ndarray:
@@ -468,7 +382,8 @@ def _clip(values: np.ndarray, lo: float) -> np.ndarray:
 
 
 def roofline_chart(analysis_or_comparison: Analysis | Comparison, ax: Axes | None = None,
-                   group_by: str = "op", top: int = 8) -> Axes:
+                   group_by: str = "op", top: int = 8,
+                   measurement: Measurement | None = None) -> Axes:
     """The roofline chart of a step; for a Comparison, both devices and each op's move.
 
     Parameters
@@ -479,10 +394,14 @@ def roofline_chart(analysis_or_comparison: Analysis | Comparison, ax: Axes | Non
     ax : matplotlib Axes, optional
         Drawn into when given; else a new figure.
     group_by : {"op", "module", "category"}
-        One point per (ATen op, shapes, dtype), per module (layer indices folded) or per
+        One point per (ATen op, shapes, dtype), per module (repeated blocks folded) or per
         category. :func:`roofline_data` returns the points as a DataFrame.
     top : int
         Label the ``top`` points with the most predicted time.
+    measurement : Measurement, optional
+        A :func:`roofline.measure` of the same step on the analysed device: each group's
+        measured point (a black diamond) beside its predicted one, joined by a line, the
+        largest labelled with the share of its roof it reached (as Nsight Compute shows).
 
     Returns
     -------
@@ -491,29 +410,42 @@ def roofline_chart(analysis_or_comparison: Analysis | Comparison, ax: Axes | Non
     Raises
     ------
     ValueError
-        For an empty trace or an unknown ``group_by``.
+        For an empty trace, an unknown ``group_by``, or a measurement of other ops.
     TypeError
         For anything but an Analysis or a Comparison.
 
     Notes
     -----
-    What the chart cannot show is said in its title, not raised: ops with no FLOPs, FLOPs
-    the device lists no compute rate for (an fp32 step on a TPU: the bandwidth slope and
-    the points are drawn, hollow, with no roof; their share of the FLOPs is given), a
-    device without matrix units, a step that is all overhead.
+    Roofs, ridge points and the bandwidth slope are named in the legend (no label sits on
+    another). Ops with no FLOPs (copies, views, layout transposes) have no place on a
+    FLOP/s axis: a strip at the left edge holds them, its height their share of the step
+    time, the largest named. FLOPs the device lists no compute rate for are hollow points
+    with no roof, their share given in the title.
+
+    Examples
+    --------
+    >>> a = roofline.analyze(trace, "a100")
+    >>> roofline.plot.roofline_chart(a).figure.savefig("roofline.png")
+    >>> roofline.plot.roofline_chart(roofline.compare(trace, "a100", "h100"), group_by="module")
     """
     src, dst = analyses(analysis_or_comparison, "roofline_chart")
     require_ops(src, "roofline_chart")
+    if measurement is not None:
+        if dst is not None:
+            raise ValueError("roofline_chart(measurement=...) draws a measurement beside one "
+                             "analysis of the device it was taken on, not a comparison")
+        check_same_ops(src, measurement)
     df = roofline_data(analysis_or_comparison, group_by)
-    with drawing(ax, (9.5, 6.0)) as out:
-        _chart(out, src, dst, df, group_by, top, given=ax)
+    with drawing(ax, (10.5, 6.2)) as out:
+        _chart(out, src, dst, df, group_by, top, given=ax, measurement=measurement)
     return out
 
 
 def _chart(ax: Axes, src: Analysis, dst: Analysis | None, df: Any, group_by: str, top: int,
-           given: Axes | None) -> None:
-    """The view, the legend and title, the regions, the roofs, each point's move, the
-    points and their labels, in that order (text is placed clear of what is drawn)."""
+           given: Axes | None, measurement: Measurement | None = None) -> None:
+    """The view, the regions, the roofs, each point's move, the points, the strip of ops
+    with no FLOPs, the legend and title, and the labels, in that order (text is placed
+    clear of what is drawn)."""
     prefix = "" if dst is None else "src_"
     p = _points(df, dst, prefix)
     ax.set_xscale("log")
@@ -521,33 +453,37 @@ def _chart(ax: Axes, src: Analysis, dst: Analysis | None, df: Any, group_by: str
     rs = _roof_sets(src, dst)
     bws = [src.stream_bytes_per_s()] + ([dst.stream_bytes_per_s()]
                                         if dst is not None else [])
-    view = _view(p, rs.all, bws)
+    view = _view(p, rs.all, bws, strip=bool((~p.on & (df[f"{prefix}seconds"] > 0)).any()))
     ax.set_xlim(view.x_lo, view.x_hi)
     ax.set_ylim(view.y_lo, view.y_hi)
     seconds = df[f"{prefix}seconds"].to_numpy(float)
     biggest = float(seconds.max()) if len(seconds) else 0.0
-    clipped = p.on & ((p.x < view.x_lo) | (p.y < view.y_lo))
+    clipped = p.on & ((p.x < view.x_data) | (p.y < view.y_lo))
     notes = _notes(src, df, p.on, prefix) + _view_notes(src, dst, df, clipped)
-    _legend(ax, biggest, src, dst, rs.sheet if rs.sheet_roofs else None, given)
-    _title(ax, src, dst, notes, group_by)
-    settle(ax)  # text is placed in pixels: lay the figure out first
-    placed: list[Any] = []
-    area = _area(seconds, biggest)
-    shown = p.on & ~clipped
-    avoid = _avoided(ax, p, view, area, shown, dst is not None)
     if rs.all:
-        _shade(ax, max(rs.main or rs.all, key=lambda r: r.flops_per_s), view.x_lo,
-               view.x_hi, view.y_lo, placed)
-    _floor(ax, src, view.x_lo, view.x_hi, view.y_lo, placed, avoid)
-    _draw_roof_sets(ax, rs.named(src, dst), view, bws, src.device.name, placed, avoid)
+        _shade(ax, max(rs.main or rs.all, key=lambda r: r.flops_per_s), view)
+    floor = _floor(ax, src, view.x_data, view.x_hi, view.y_lo)
+    _draw_roof_sets(ax, rs.named(src, dst), view, bws, src.device.name)
+    area = _area(seconds, biggest)
     # points beyond the view on its edge
-    px, py, pd_ = _clip(p.x, view.x_lo), _clip(p.y, view.y_lo), _clip(p.y_dst, view.y_lo)
+    px, py, pd_ = _clip(p.x, view.x_data), _clip(p.y, view.y_lo), _clip(p.y_dst, view.y_lo)
     if dst is not None:
         _draw_moves(ax, df, p.on_dst, px, py, pd_, area, top)
     _draw_points(ax, df, p.on, clipped, px, py, area, prefix)
+    _strip(ax, src, df, view, prefix)
     ax.set_xlabel("arithmetic intensity (FLOP / byte)")
     ax.set_ylabel("attained FLOP/s (op FLOPs / predicted op time)")
     ax.grid(True, which="major", lw=0.4, alpha=0.4)
+    measured = (_draw_measured(ax, src, df, p, view, measurement, group_by)
+                if measurement is not None else None)
+    _legend(ax, biggest, rs, src, dst, floor, given, measured is not None)
+    _title(ax, src, dst, notes, group_by)
+    settle(ax)  # text is placed in pixels: lay the figure out first
+    placed: list[Any] = list(ax.texts)
+    shown = p.on & ~clipped
+    avoid = _avoided(ax, p, view, area, shown, dst is not None)
+    if measured is not None:
+        _label_measured(ax, measured, top, placed, avoid)
     _label_points(ax, df, shown, px, py, top, placed, avoid)
 
 
@@ -618,28 +554,37 @@ def _roof_sets(src: Analysis, dst: Analysis | None) -> _RoofSets:
 
 @dataclass(frozen=True)
 class _View:
-    """The axes' limits (FLOP/byte, FLOP/s)."""
+    """The axes' limits (FLOP/byte, FLOP/s); ``x_data`` is where the data begins, right of
+    the strip of ops with no FLOPs (``x_lo`` itself without one)."""
 
     x_lo: float
     x_hi: float
     y_lo: float
     y_hi: float
+    x_data: float
 
 
-def _view(p: _Points, all_roofs: list[Roof], bws: list[float]) -> _View:
+#: Decades of the x axis the strip of ops with no FLOPs takes, left of the data.
+STRIP_DECADES = 0.9
+
+
+def _view(p: _Points, all_roofs: list[Roof], bws: list[float], strip: bool = False) -> _View:
     """The roofs and the points, but no more than X_SPAN decades left of the lowest ridge
     and Y_SPAN below the highest roof (a stray 1-FLOP op would squeeze the rest into a
-    corner); points beyond are drawn on its edge as triangles."""
+    corner); points beyond are drawn on its edge as triangles. With ``strip``, room at the
+    left for the ops with no FLOPs."""
     x, y, ys_dst, on, d_on = p.x, p.y, p.y_dst, p.on, p.on_dst
     # with no roof (the device lists no rate for the trace's FLOPs) the points anchor the view
     ridges = [r.ridge_point for r in all_roofs] or [float(max(x[on], default=1.0))]
     peaks = [r.flops_per_s for r in all_roofs] or [
         float(max([*y[on], *ys_dst[d_on]], default=bws[0]))]
-    x_lo = max(min([*x[on], *ridges]) / 2, min(ridges) / 10 ** X_SPAN)
-    x_hi = max([*x[on], *ridges]) * 12  # room right of the top ridge for roof labels
+    x_data = max(min([*x[on], *ridges]) / 2, min(ridges) / 10 ** X_SPAN)
+    x_hi = max([*x[on], *ridges]) * 4
     y_hi = max([*y[on], *ys_dst[d_on], *peaks]) * 3
-    y_lo = max(min([*y[on], *ys_dst[d_on], x_lo * min(bws)]) / 2, max(peaks) / 10 ** Y_SPAN)
-    return _View(x_lo, x_hi, y_lo, y_hi)
+    y_lo = max(min([*y[on], *ys_dst[d_on], x_data * min(bws)]) / 2,
+               max(peaks) / 10 ** Y_SPAN)
+    x_lo = x_data / 10 ** STRIP_DECADES if strip else x_data
+    return _View(x_lo, x_hi, y_lo, y_hi, x_data)
 
 
 def _avoided(ax: Axes, p: _Points, view: _View, area: np.ndarray, shown: np.ndarray,
@@ -647,28 +592,113 @@ def _avoided(ax: Axes, p: _Points, view: _View, area: np.ndarray, shown: np.ndar
     """The boxes of the largest markers, which text keeps clear of: on the source and (for
     a comparison's ``moves``, hollow) on the destination."""
     big = np.flatnonzero(shown)[:MARKERS_AVOIDED]
-    avoid = _marker_boxes(ax, np.maximum(p.x[big], view.x_lo), np.maximum(p.y[big], view.y_lo),
-                          area[big])
+    avoid = _marker_boxes(ax, np.maximum(p.x[big], view.x_data),
+                          np.maximum(p.y[big], view.y_lo), area[big])
     if moves:
         big_dst = big[p.on_dst[big]]
-        avoid += _marker_boxes(ax, np.maximum(p.x[big_dst], view.x_lo),
+        avoid += _marker_boxes(ax, np.maximum(p.x[big_dst], view.x_data),
                                np.maximum(p.y_dst[big_dst], view.y_lo), area[big_dst])
     return avoid
 
 
 def _draw_roof_sets(ax: Axes, sets: list[tuple[list[Roof], str]], view: _View,
-                    bws: list[float], src_name: str, placed: list[Any],
-                    avoid: list[Any]) -> None:
-    """Every set's lines (a device with no roof its bandwidth slope alone), then every
-    label: each label then keeps clear of all of the lines."""
+                    bws: list[float], src_name: str) -> None:
+    """Every set's lines (a device with no roof its bandwidth slope alone); their values
+    are in the legend."""
     for rs, who in sets:
         if rs:
-            _draw_roofs(ax, rs, view.x_lo, view.x_hi, who)
+            _draw_roofs(ax, rs, view.x_data, view.x_hi, who)
         elif who != "datasheet":
-            _draw_slope(ax, bws[0] if who == src_name else bws[-1], view.x_lo, view.x_hi,
+            _draw_slope(ax, bws[0] if who == src_name else bws[-1], view.x_data, view.x_hi,
                         who)
-    for rs, who in sets:
-        _label_roofs(ax, rs, view.x_hi, placed, avoid, who)
+
+
+def _strip(ax: Axes, a: Analysis, df: Any, view: _View, prefix: str) -> None:
+    """The ops with no place on the axes (no FLOPs, or no bytes), left of the data: a bar
+    whose height is their share of the step time, split by category, the largest named."""
+    if view.x_data == view.x_lo or not a.seconds:
+        return
+    off: dict[str, float] = {}  # category -> seconds
+    by_bound: dict[str, dict[str, float]] = {}  # category -> bound -> seconds
+    for op, s, b in zip(a.trace.ops, a.op_seconds, a.bound, strict=True):
+        if s > 0 and (op.flops <= 0 or op.bytes <= 0):
+            key = str(op.category)
+            off[key] = off.get(key, 0.0) + float(s)
+            bounds = by_bound.setdefault(key, {})
+            bounds[b] = bounds.get(b, 0.0) + float(s)
+    bound = {k: max(v, key=v.__getitem__) for k, v in by_bound.items()}
+    total = sum(off.values()) / a.seconds
+    if not off:
+        return
+    left, right = view.x_lo * 10 ** (0.12 * STRIP_DECADES), view.x_data / 10 ** (
+        0.12 * STRIP_DECADES)
+    band = ax.get_xaxis_transform()  # x in data, y in axes fraction
+    ax.axvspan(view.x_lo, view.x_data, color="#F2F2F2", zorder=0, lw=0)
+    bottom = 0.0
+    for key, s in sorted(off.items(), key=lambda kv: -kv[1]):
+        height = s / a.seconds
+        ax.fill_between([left, right], bottom, bottom + height, transform=band,
+                        color=BOUND_COLORS.get(bound[key], "#999999"), alpha=0.75,
+                        lw=0.5, edgecolor="white", zorder=3, gid=f"strip:{key}")
+        if height >= 0.04:
+            words = textwrap.fill(CATEGORY_WORDS.get(key, key), 8, break_long_words=False)
+            ax.text(math.sqrt(left * right), bottom + height / 2, f"{words}\n{height:.0%}",
+                    transform=band, ha="center", va="center", fontsize=6, color="white",
+                    zorder=4, linespacing=1.0)
+        bottom += height
+    ax.text(math.sqrt(view.x_lo * view.x_data), min(bottom, 0.93) + 0.01,
+            f"no FLOPs:\n{total:.0%} of\nthe step", transform=band, ha="center",
+            va="bottom", fontsize=7, color="#444444", zorder=4)
+
+
+@dataclass(frozen=True)
+class _Measured:
+    """Each group's measured point: x, attained FLOP/s and the share of its roof."""
+
+    x: np.ndarray
+    y: np.ndarray
+    share: np.ndarray
+    on: np.ndarray
+
+
+def _draw_measured(ax: Axes, a: Analysis, df: Any, p: _Points, view: _View,
+                   m: Measurement, group_by: str) -> _Measured:
+    """Measured points (black diamonds) joined to the predicted ones."""
+    from matplotlib.collections import LineCollection
+
+    groups = grouped(a, group_by)
+    measured = np.array([np.nansum(m.op_seconds[groups[k].ops]) for k in df["group"]])
+    flops = df["flops"].to_numpy(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        y = np.where(measured > 0, flops / measured, 0.0)
+    bw = a.stream_bytes_per_s()
+    rates = np.array([a.engine_flops_per_s(_engine_of(e)) or 0.0 if e else 0.0
+                      for e in df["engine"]])
+    roof = np.where(rates > 0, np.minimum(rates, bw * p.x), bw * p.x)
+    on = p.on & (y > 0) & (p.x >= view.x_data) & (y >= view.y_lo)
+    ax.add_collection(LineCollection(
+        [[(p.x[i], p.y[i]), (p.x[i], y[i])] for i in np.flatnonzero(on)], colors="#111111",
+        linewidths=0.6, alpha=0.5, linestyles=":", zorder=4))
+    ax.scatter(p.x[on], y[on], marker="D", s=18, facecolors="#111111", edgecolors="white",
+               linewidths=0.4, zorder=5, gid="points:measured")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(roof > 0, y / roof, np.nan)
+    return _Measured(p.x, y, share, on)
+
+
+def _engine_of(label: str) -> Engine:
+    """The Engine of its ``str()`` (``"matrix bf16"``, ``"matrix fp16 (fp16 accumulate)"``)."""
+    kind, dtype, *rest = label.split(" ")
+    return Engine(kind, dtype, "fp16" if rest else "fp32")  # type: ignore[arg-type]
+
+
+def _label_measured(ax: Axes, m: _Measured, top: int, placed: list[Any],
+                    avoid: list[Any]) -> None:
+    """The share of its roof each of the ``top`` measured points reached."""
+    order = np.flatnonzero(m.on)[:max(top, 0)]
+    labels = [f"{m.share[i]:.0%} of roof" for i in order]
+    place_labels(ax, m.x[order], m.y[order], labels, placed, avoid, fontsize=6.5,
+                 color="#111111")
 
 
 def _draw_moves(ax: Axes, df: Any, on_dst: np.ndarray, px: np.ndarray, py: np.ndarray,
@@ -684,6 +714,7 @@ def _draw_moves(ax: Axes, df: Any, on_dst: np.ndarray, px: np.ndarray, py: np.nd
     ax.scatter(px[on_dst], pd_[on_dst], s=area[on_dst], facecolors="none",
                edgecolors=list(dst_colors[on_dst]), linewidths=1.0, zorder=3,
                gid="points:dst")
+    _DRAWN.setdefault(ax, {})["points:dst"] = [int(i) for i in np.flatnonzero(on_dst)]
     for i in np.flatnonzero(on_dst)[:top]:  # arrow heads on the largest moves
         if abs(math.log(pd_[i] / py[i])) > 0.05:
             ax.annotate("", (px[i], pd_[i]), (px[i], py[i]), zorder=3,
@@ -709,6 +740,7 @@ def _draw_points(ax: Axes, df: Any, on: np.ndarray, clipped: np.ndarray, px: np.
                                "linewidths": 0.4, "alpha": 0.75})
         ax.scatter(px[mask], py[mask], s=area[mask], zorder=4, gid=gid,
                    marker="<" if gid == "points:clipped" else "o", **kw)
+        _DRAWN.setdefault(ax, {})[gid] = [int(i) for i in np.flatnonzero(mask)]
 
 
 def _label_points(ax: Axes, df: Any, shown: np.ndarray, px: np.ndarray, py: np.ndarray,
@@ -721,8 +753,10 @@ def _label_points(ax: Axes, df: Any, shown: np.ndarray, px: np.ndarray, py: np.n
     place_labels(ax, px[order], py[order], labels, placed, avoid)
 
 
-def _legend(ax: Axes, biggest: float, src: Analysis, dst: Analysis | None,
-            sheet: DeviceSpec | None, given: Axes | None) -> None:
+def _legend(ax: Axes, biggest: float, rs: _RoofSets, src: Analysis, dst: Analysis | None,
+            floor: str | None, given: Axes | None, measured: bool) -> None:
+    """Bounds, sizes, and every line on the chart with its value: each device's roofs
+    (engine, rate, ridge point) and bandwidth slope, the datasheet's, the overhead floor."""
     from matplotlib.lines import Line2D
 
     handles = [Line2D([], [], ls="", marker="o", ms=7, color=BOUND_COLORS[b], label=f"{b}-bound")
@@ -732,23 +766,45 @@ def _legend(ax: Axes, biggest: float, src: Analysis, dst: Analysis | None,
             area = max(MIN_AREA, MAX_AREA * share)
             handles.append(Line2D([], [], ls="", marker="o", ms=math.sqrt(area),
                                   color="#BBBBBB", label=f"{ms(biggest * share)}"))
-    measured = " (measured)" if src.device.measured and "measured" not in src.device.name \
-        else ""
-    handles.append(Line2D([], [], ls="-", color="#222222", label=f"{src.device.name}{measured}"))
-    if sheet is not None:
-        handles.append(Line2D([], [], ls=":", color="#8C8C8C", label=f"{sheet.name} datasheet"))
+    if measured:
+        handles.append(Line2D([], [], ls="", marker="D", ms=5, color="#111111",
+                              label="measured (share of its roof)"))
+    for roofs_, who in rs.named(src, dst):
+        handles += _roof_handles(roofs_, who, src, dst)
+    if floor is not None:
+        handles.append(Line2D([], [], ls=":", color=BOUND_COLORS["overhead"], label=floor))
     if dst is not None:
-        handles += [Line2D([], [], ls="--", color=DST_COLOR, label=f"{dst.device.name}"),
-                    Line2D([], [], ls="-", marker="o", ms=6, mfc="#777777", color="#777777",
+        handles += [Line2D([], [], ls="-", marker="o", ms=6, mfc="#777777", color="#777777",
                            label="op on source"),
                     Line2D([], [], ls="", marker="o", ms=6, mfc="none", color="#777777",
                            label="same op on destination")]
     if given is None:  # a figure of its own: beside the axes, spaced for the size markers
         ax.legend(handles=handles, frameon=False, title="bound / time / roofs",
-                  labelspacing=1.1, **legend_spot(ax, given))
+                  labelspacing=0.9, fontsize=8, **legend_spot(ax, given))
     else:  # a caller's panel: inside it, compact, where the fewest points are
-        ax.legend(handles=handles, fontsize=6.5, labelspacing=0.5, ncols=2,
+        ax.legend(handles=handles, fontsize=6, labelspacing=0.4, ncols=2,
                   **legend_spot(ax, given))
+
+
+def _roof_handles(rs: list[Roof], who: str, src: Analysis, dst: Analysis | None) -> list[Any]:
+    """Legend entries of one device's lines: a heading, then each roof and the slope."""
+    from matplotlib.lines import Line2D
+
+    if not rs:
+        return []
+    analysis = src if who == src.device.name else dst
+    measured = " (measured)" if analysis is not None and analysis.device.measured and \
+        "measured" not in who else ""
+    heading = "datasheet" if who == "datasheet" else f"{who}{measured}"
+    out = [Line2D([], [], ls="", label=heading)]
+    for r in sorted(rs, key=lambda r: -r.flops_per_s):
+        engine = str(r.engine) if r.engine is not None else r.label
+        out.append(Line2D([], [], ls=r.linestyle, color=r.color, marker="o", ms=3,
+                          label=f"  {engine}: {si(r.flops_per_s, 'FLOP/s')}, ridge "
+                                f"{r.ridge_point:.3g} FLOP/B"))
+    out.append(Line2D([], [], ls=rs[0].linestyle, color=rs[0].color,
+                      label=f"  memory: {si(rs[0].bandwidth_bytes_per_s, 'B/s')}"))
+    return out
 
 
 def _title(ax: Axes, src: Analysis, dst: Analysis | None, notes: list[str],
