@@ -357,7 +357,7 @@ def cmd_devices(args: argparse.Namespace) -> str:
     from roofline.presentation.devices import devices_to_json, format_devices_table
 
     specs = list_devices(vendor=args.vendor)
-    return devices_to_json(specs) if args.json else format_devices_table(specs)
+    return devices_to_json(specs) if args.json else format_devices_table(specs, args.wide)
 
 
 def cmd_calibrate(args: argparse.Namespace) -> str:
@@ -473,6 +473,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_memory)
 
     p = sub.add_parser("devices", help="the hardware registry")
+    p.add_argument("--wide", action="store_true",
+                   help="datasheet and achievable figures side by side, with their origin")
     p.add_argument("--vendor")
     p.set_defaults(func=cmd_devices)
 

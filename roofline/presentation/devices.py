@@ -65,20 +65,52 @@ def device_row(spec: DeviceSpec) -> tuple[str, ...]:
     )
 
 
-def format_devices_table(specs: Iterable[DeviceSpec]) -> str:
+#: The narrow table's columns: the rates an analysis runs at (achievable figures).
+NARROW_HEADERS = ("Name", "16-bit matrix TFLOPS", "FP32 TFLOPS", "Bandwidth TB/s",
+                  "Memory GB", "Ridge FLOP/B")
+#: Longest name shown in the narrow table.
+NAME_WIDTH = 30
+
+
+def narrow_row(spec: DeviceSpec) -> tuple[str, ...]:
+    """One row of the narrow table: the achievable 16-bit matrix rate (bf16, else fp16,
+    marked), fp32 vector rate and copy bandwidth, the memory, and their ridge point."""
+    achievable = figures(spec)
+    dtype = "bf16" if spec.peak_flops_per_s("bf16", "matrix") else "fp16"
+    matrix = achievable.matrix(dtype)
+    vector = achievable.vector("fp32")
+    bandwidth = achievable.bandwidth("copy")
+    name = spec.name if len(spec.name) <= NAME_WIDTH else spec.name[:NAME_WIDTH - 3] + "..."
+    rate = "-" if matrix is None else _fmt(matrix.value / 1e12) + (
+        "" if dtype == "bf16" else " fp16")
+    ridge = matrix.value / bandwidth.value if matrix is not None and bandwidth.value else None
+    return (name, rate, _fmt(None if vector is None else vector.value / 1e12),
+            _fmt(bandwidth.value / 1e12, 2),
+            _fmt(None if spec.memory_bytes is None else spec.memory_bytes / 1e9, 0),
+            _fmt(ridge, 0))
+
+
+def format_devices_table(specs: Iterable[DeviceSpec], wide: bool = False) -> str:
     """Plain-text table of devices for the CLI, one row per device.
 
     Parameters
     ----------
     specs : iterable of DeviceSpec
         E.g. ``roofline.hardware.list_devices()``.
+    wide : datasheet and achievable figures side by side with their origin (about 170
+        columns); by default the achievable figures alone, in under 100 columns.
 
     Returns
     -------
     str
         Left-aligned text columns, numbers right-aligned, no trailing newline.
     """
-    return _table(HEADERS, [device_row(spec) for spec in specs])
+    specs = list(specs)
+    if wide:
+        return _table(HEADERS, [device_row(spec) for spec in specs])
+    return (_table(NARROW_HEADERS, [narrow_row(spec) for spec in specs], left=1) + "\n"
+            "(the rates an analysis runs at, measured or its class's default; --wide: "
+            "the datasheet too)")
 
 
 def devices_to_json(specs: Iterable[DeviceSpec]) -> str:
