@@ -252,7 +252,8 @@ def cmd_parallel(args: argparse.Namespace, device: Any) -> str:
                  one_gpu_batch=t.info.rank_batch or None, **_options(args))
     _require_finite(seconds=p.seconds)
     _outputs(args, p, lambda: scaling_curve(p))
-    return _json(tables.parallel_dict(p)) if args.json else tables.parallel_text(p)
+    return (_json(tables.parallel_dict(p)) if args.json
+            else tables.parallel_text(p, args.verbose))
 
 
 def cmd_analyze(args: argparse.Namespace) -> str:

@@ -199,13 +199,30 @@ def comparison_dict(c: Comparison) -> dict[str, Any]:
 # --- a parallel step ---------------------------------------------------------------------
 
 
-def parallel_text(p: ParallelAnalysis) -> str:
+def parallel_text(p: ParallelAnalysis, verbose: bool = False) -> str:
     """The step, its collectives by kind and the explanation (``analyze --gpus N``)."""
     rows = [[kind, str(int(v["count"])), si(v["bytes"], "B"), si(v["seconds"], "s")]
             for kind, v in p.by_kind().items()]
     table = _table(["collective", "calls", "bytes", "seconds"], rows, left=1, sep=" ",
                    indent="  ", rule=False, widths=(15, 5, 9, 9))
-    return repr(p) + "\n\n" + table + "\n\n" + explain(p)
+    return "\n\n".join([parallel_answer(p), table, explain(p, assumptions=False),
+                        assumptions_text(p.assumptions, verbose)]).rstrip()
+
+
+def parallel_answer(p: ParallelAnalysis) -> str:
+    """The answer of a parallel step first: the step on N GPUs, its speedup over one, and
+    how much communication the compute hides."""
+    link = p.topology.intra.kind + (f", {p.nodes} nodes" if p.nodes > 1 else "")
+    speed = p.speedup_vs_one_gpu
+    vs_one = (f"{speed:.2f}x one GPU ({p.efficiency:.0%} efficiency)" if speed is not None
+              else "no single-GPU step to compare with")
+    rate = f", {p.samples_per_s:.4g} samples/s" if p.samples_per_s else ""
+    return "\n".join([
+        f"{describe(p.analysis)} on {p.gpus}x {p.device.name} ({p.parallel} over {link}): "
+        f"{seconds(p.seconds)} per step{rate}",
+        f"{vs_one}; communication {seconds(p.communication_seconds)}, of which "
+        f"{seconds(p.exposed_communication_seconds)} exposed ({p.exposed_share:.0%} of the "
+        "step)"])
 
 
 def parallel_dict(p: ParallelAnalysis) -> dict[str, Any]:
