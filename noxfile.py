@@ -1,5 +1,7 @@
-"""Sessions: tests (CPU torch pinned by constraints-cpu.txt), lint, types, docs, notebooks,
-benchmarks. ``nox`` alone runs tests, lint and types; name the others (``nox -s docs``)."""
+"""Sessions: tests (CPU torch pinned by constraints-cpu.txt), quick, lint, types, docs,
+notebooks, benchmarks. ``nox`` alone runs tests (every test, the slow ones too), lint and
+types; name the others (``nox -s quick`` skips the tests marked slow: notebooks, real
+calibrations, the bitwise zoo sweep, real gloo processes)."""
 
 import nox
 
@@ -11,6 +13,13 @@ CONSTRAINTS = ("-c", "constraints-cpu.txt")
 def tests(session: nox.Session) -> None:
     session.install(*CONSTRAINTS, "-e", ".[test]")
     session.run("python", "-m", "pytest", "-q", *session.posargs)
+
+
+@nox.session(python=["3.11"])
+def quick(session: nox.Session) -> None:
+    """The tests not marked slow (``-m "not slow"``, see pyproject.toml's markers)."""
+    session.install(*CONSTRAINTS, "-e", ".[test]")
+    session.run("python", "-m", "pytest", "-q", "-m", "not slow", *session.posargs)
 
 
 @nox.session

@@ -1,13 +1,38 @@
-"""Shared fixtures."""
+"""Shared fixtures and helpers of the test suite.
+
+Fixtures: ``isolated_registry`` (the shipped devices alone) and ``quiet`` (warnings off, for
+tests whose steps warn on purpose and check what they need themselves).
+
+Helpers, imported by name (``from conftest import no_global_state``: pytest puts this folder
+on ``sys.path``):
+
+* ``no_global_state``: what every trace must leave as it found it (issue 13, item 4);
+* ``callable_forms``: one step in the four forms users pass to ``roofline.trace``;
+* ``captured`` and ``op_of``: a capture with its uncounted-op warnings silenced, and the
+  one op of a name in it (the formula tests assert warnings explicitly);
+* ``small_mlp``, ``sum_loss`` and ``optimizer_flops``: the five-layer MLP of the parallel and
+  sharded-memory tests, its loss, and the FLOPs of a trace's optimizer phase;
+* ``timed_mlp``: the model and batch the measurement tests time;
+* ``assert_refused_by_name``: a bad argument is refused naming it (issue 22, item 10).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+import re
+import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import torch
+from torch import nn
+from torch.utils._python_dispatch import _get_current_dispatch_mode
 
+import roofline
 from roofline.hardware import registry as registry_module
+from roofline.tracing import OpRecord, Trace
 
 
 @pytest.fixture
@@ -17,3 +42,105 @@ def isolated_registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterat
     registry_module._reset()
     yield
     registry_module._reset()
+
+
+@pytest.fixture
+def quiet() -> Iterator[None]:
+    """Every warning ignored while the test runs."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+# --- global state ------------------------------------------------------------------------
+
+_MODULE_SETATTR, _MODULE_DELATTR = nn.Module.__setattr__, nn.Module.__delattr__
+
+
+def no_global_state() -> bool:
+    """No dispatch mode, global hook, patched ``nn.Module`` method, autocast, torch-function
+    mode or disabled dynamo is left behind."""
+    import torch._dynamo
+    from torch.nn.modules import module as m
+    from torch.optim import optimizer as o
+
+    return (_get_current_dispatch_mode() is None and not m._global_forward_hooks
+            and not m._global_forward_pre_hooks and not o._global_optimizer_pre_hooks
+            and nn.Module.__setattr__ is _MODULE_SETATTR
+            and nn.Module.__delattr__ is _MODULE_DELATTR
+            and not m._global_buffer_registration_hooks
+            and not m._global_parameter_registration_hooks
+            and not m._global_module_registration_hooks
+            and not o._global_optimizer_post_hooks and not torch.is_autocast_enabled("cpu")
+            and torch._C._len_torch_function_stack() == 0
+            and not torch._dynamo.config.disable)
+
+
+def callable_forms(model: nn.Module) -> dict[str, Callable[..., Any]]:
+    """The same step as the four callables users pass."""
+    return {"module": model, "forward": model.forward,
+            "lambda": lambda *a: model(*a), "partial": functools.partial(model)}
+
+
+# --- captures and their ops --------------------------------------------------------------
+
+def captured(fn: Callable[..., Any], *args: Any) -> Trace:
+    """``fn(*args)`` captured, its uncounted-op warnings silenced."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # uncounted-op warnings are asserted explicitly
+        with roofline.capture() as t:
+            fn(*args)
+    return t
+
+
+def op_of(t: Trace, prefix: str) -> OpRecord:
+    """The one op of ``t`` whose name starts with ``prefix``."""
+    ops = [op for op in t.ops if op.name.startswith(prefix)]
+    assert len(ops) == 1, [op.name for op in t.ops]
+    return ops[0]
+
+
+# --- small models --------------------------------------------------------------------------
+
+def small_mlp() -> nn.Module:
+    """Linear(64, 256), ReLU, Linear(256, 64), ReLU, Linear(64, 10): 33,738 fp32
+    parameters in 6 tensors, seeded."""
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 64), nn.ReLU(),
+                         nn.Linear(64, 10))
+
+
+def sum_loss(out: torch.Tensor) -> torch.Tensor:
+    return out.sum()
+
+
+def optimizer_flops(t: Trace) -> int:
+    """FLOPs of the trace's optimizer phase."""
+    return sum(op.flops for op in t.ops if op.phase == "optimizer")
+
+
+def timed_mlp() -> tuple[nn.Module, torch.Tensor]:
+    """Linear(256, 512), GELU, Linear(512, 256) and a batch of 64, seeded."""
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(256, 512), nn.GELU(), nn.Linear(512, 256)), torch.randn(
+        64, 256)
+
+
+# --- bad arguments (issue 22, item 10) ------------------------------------------------------
+
+def assert_refused_by_name(call: Callable[[], Any], argument: str,
+                           warning_will_do: bool) -> None:
+    """``call()`` raises a ValueError or TypeError whose message names ``argument`` (or,
+    where ``warning_will_do``, warns a RooflineWarning naming it)."""
+    named = re.compile(rf"\b{re.escape(argument)}\b")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        try:
+            result = call()
+        except (ValueError, TypeError) as e:
+            assert named.search(str(e)), f"{type(e).__name__} does not name {argument}: {e}"
+            return
+    if warning_will_do and any(named.search(str(w.message)) for w in seen
+                               if issubclass(w.category, roofline.RooflineWarning)):
+        return
+    pytest.fail(f"{argument}: accepted, returned {result!r:.200}")

@@ -1,21 +1,39 @@
-"""Memory of a step: the storage table of the capture, roofline.memory and roofline.fits.
+"""Memory of a step (analysis/memory.py, fit.py, batch.py): the storage table of the
+capture, ``roofline.memory``, ``roofline.fits`` and ``roofline.max_batch``.
 
-Expected values are derived by hand (bytes per parameter of fp32 AdamW) or measured by
-torch's own machinery (the profiler's memory timeline, MemTracker), never read back from
+Expected values are derived by hand (bytes per parameter of fp32 AdamW; Korthikanti et al.
+2022's 34sbh + 5as^2b; torch's sharding rules for FSDP2 and tensor parallelism) or measured
+by torch's own machinery (the profiler's memory timeline, MemTracker), never read back from
 the implementation.
+
+Sharded traces (issue 22, item 1): FSDP2 (``fully_shard``) shards every parameter on dim 0,
+padded to a multiple of the world size: rank 0 holds ``ceil(dim0 / world)`` rows
+(torch/distributed/fsdp/_fully_shard/_fsdp_param.py, ``_init_sharded_param``:
+``padded_sharded_size``); its gradient is that many rows of the reduce-scatter output, and
+AdamW's ``exp_avg`` and ``exp_avg_sq`` are ``zeros_like`` the local shard, plus one 0-dim
+fp32 ``step`` per parameter tensor. Tensor parallelism (the Megatron pair ``0:
+ColwiseParallel``, ``2: RowwiseParallel``) holds 1/world of the column layer's weight and
+bias rows, 1/world of the row layer's weight columns, the row layer's whole bias and every
+parameter outside the plan whole. The same shapes run for real on 2 gloo processes in
+test_parallel_gloo.py.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import math
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import assert_refused_by_name, small_mlp, sum_loss
 from torch import nn
 
 import roofline
+import roofline.tracing
 from roofline.tracing.records import STORAGE_KINDS
 
 IN, HIDDEN, OUT, BATCH = 64, 128, 10, 32
@@ -28,6 +46,8 @@ def _mlp() -> nn.Module:
 
 # 64*128 + 128 + 128*10 + 10 parameters in 4 tensors
 N_PARAMS = IN * HIDDEN + HIDDEN + HIDDEN * OUT + OUT
+
+
 N_TENSORS = 4
 
 
@@ -206,6 +226,16 @@ def test_memtracker_under_fake_mode_agrees_on_the_categories() -> None:
     assert peak["Total"] == pytest.approx(ours.peak_bytes, rel=0.02)
 
 
+def test_the_memory_peak_is_named_in_one_phrase() -> None:
+    from roofline.analysis import MemoryReport
+
+    def report(module: str) -> MemoryReport:
+        return MemoryReport({}, 10, 28, "aten.mm.default", module, "backward", {}, [], {})
+
+    assert report("MLP.net.3").where == "aten.mm.default (op 28, backward, MLP.net.3)"
+    assert report("").where == "aten.mm.default (op 28, backward)"
+
+
 def _device(memory_bytes: int, vendor: str = "NVIDIA") -> roofline.DeviceSpec:
     base = roofline.get_device("h100")
     return base.model_copy(update={"memory_bytes": memory_bytes, "vendor": vendor,
@@ -237,8 +267,6 @@ def test_kinds_are_the_documented_ones() -> None:
 
 
 # --- mixed precision, and a GPT layer against Korthikanti et al. ------------------------
-
-
 def test_bf16_autocast_with_fp32_adamw_keeps_fp32_master_state() -> None:
     """CPU bf16 autocast, fp32 AdamW: what torch keeps, derived by mechanism.
 
@@ -330,7 +358,6 @@ def test_autocast_region_inside_forward_frees_the_cached_copies_before_backward(
 
 
 # --- activation checkpointing -----------------------------------------------------------
-
 CB, CD, CH = 256, 16, 256  # batch, block width, block hidden width
 
 
@@ -507,11 +534,83 @@ def test_gpt_layer_activations_against_korthikanti() -> None:
     assert r.timeline[end_of_forward] >= saved + r.parameters_bytes + r.buffers_bytes
 
 
-# --- the largest batch ---------------------------------------------------------------
+# --- sharded traces hold their shards (issue 22, item 1) ----------------------------------
 
+FP32 = 4
+
+
+ADAMW_STEP = 4  # one 0-dim fp32 ``step`` tensor per parameter tensor
+
+
+SHAPES = [(256, 64), (256,), (64, 256), (64,), (10, 64), (10,)]  # small_mlp()'s parameters
+
+
+N_FULL = sum(math.prod(s) for s in SHAPES)  # 33,738
+
+
+def _fsdp_shard(shape: tuple[int, ...], world: int) -> int:
+    """Elements rank 0 holds of one FSDP2-sharded parameter (dim 0 padded to world)."""
+    return -(-shape[0] // world) * math.prod(shape[1:])
+
+
+def _sharded_trace(parallel: str | None, gpus: int | None, batch: int = 32) -> roofline.Trace:
+    model = small_mlp()
+    opt = torch.optim.AdamW(model.parameters())
+    if parallel is None:
+        return roofline.trace(model, torch.randn(batch, 64), train=True, optimizer=opt,
+                              loss_fn=lambda o: o.sum(), fake=True)
+    return roofline.trace(model, torch.randn(batch, 64), train=True, optimizer=opt,
+                          loss_fn=lambda o: o.sum(), parallel=parallel, gpus=gpus)
+
+
+@pytest.mark.usefixtures("quiet")
+@pytest.mark.parametrize("world", [2, 4])
+def test_fsdp_parameters_gradients_and_state_are_rank_zeros_shards(world: int) -> None:
+    # world 4: 64 + 16 + 3 rows of the three weights (10 rows pad to 12: 3 a rank),
+    # 8,467 elements; world 2: 128 + 32 + 5 rows, 16,869 elements
+    local = sum(_fsdp_shard(s, world) for s in SHAPES)
+    assert local == {2: 16_869, 4: 8_467}[world]
+    r = roofline.memory(_sharded_trace("fsdp", world))
+    assert r.parameters_bytes == FP32 * local
+    assert r.gradients_bytes == FP32 * local
+    assert r.optimizer_state_bytes == 2 * FP32 * local + ADAMW_STEP * len(SHAPES)
+
+
+@pytest.mark.usefixtures("quiet")
+def test_tensor_parallel_parameters_gradients_and_state_are_local() -> None:
+    world = 4
+    # column layer: 64 of 256 weight rows and bias; row layer: 64 of 256 weight columns,
+    # whole bias; the last Linear is outside the plan: whole
+    local = (256 // world * 64 + 256 // world) + (64 * 256 // world + 64) + (10 * 64 + 10)
+    assert local == 8_970
+    r = roofline.memory(_sharded_trace("tp", world, batch=16))
+    assert r.parameters_bytes == FP32 * local
+    assert r.gradients_bytes == FP32 * local
+    assert r.optimizer_state_bytes == 2 * FP32 * local + ADAMW_STEP * len(SHAPES)
+
+
+@pytest.mark.usefixtures("quiet")
+def test_fsdp_on_four_gpus_peaks_below_one_unsharded_gpu() -> None:
+    """"Does FSDP make it fit?": rank 0 of 4 runs a quarter of the batch and holds a
+    quarter of the state; its peak is below one GPU running the whole step (today it is
+    above: every sharded tensor is counted whole, and its shard again)."""
+    one = roofline.memory(_sharded_trace(None, None))
+    fsdp = roofline.memory(_sharded_trace("fsdp", 4))
+    assert one.parameters_bytes == FP32 * N_FULL  # the baseline is counted right
+    assert fsdp.peak_bytes < one.peak_bytes
+    # and it still holds at least its own shards of everything kept over the step
+    local = sum(_fsdp_shard(s, 4) for s in SHAPES)
+    assert fsdp.peak_bytes >= 4 * FP32 * local
+
+
+# --- the largest batch ---------------------------------------------------------------
 W_IN, W_HID, W_OUT = 128, 256, 128
+
+
 # parameters of Linear(128, 256) and Linear(256, 128), fp32
 P_BYTES = 4 * (W_IN * W_HID + W_HID + W_HID * W_OUT + W_OUT)
+
+
 # inference, per sample: x (4 * 128, live all step) + at relu its input and output
 # (4 * 256 each, not in place); at the second Linear x + relu out + out = 4 * 512 < that
 PER_SAMPLE = 4 * W_IN + 2 * 4 * W_HID
@@ -643,3 +742,105 @@ def test_a_model_that_fits_no_listed_device() -> None:
     # 6.4e9 parameters (102 GB + temporaries): not an H100, but listed devices have room
     with pytest.raises(ValueError, match=r"does not fit H100 SXM even at batch 1.*MI300X"):
         roofline.max_batch(_huge_linear(80_000), "h100")
+
+
+# --- bad arguments, refused by name (issue 22, item 10) -----------------------------------
+
+NAN, INF = float("nan"), float("inf")
+
+
+@functools.cache
+def _adamw_trace() -> roofline.Trace:
+    model = small_mlp()
+    return roofline.trace(model, torch.randn(8, 64), train=True, loss_fn=sum_loss, fake=True,
+                          optimizer=torch.optim.AdamW(model.parameters()))
+
+
+@functools.cache
+def _adamw_report() -> roofline.MemoryReport:
+    return roofline.memory(_adamw_trace())
+
+
+@functools.cache
+def _adamw_analysis() -> roofline.Analysis:
+    return roofline.analyze(_adamw_trace(), "h100")
+
+
+@functools.cache
+def _model_for_build() -> nn.Module:
+    return small_mlp()
+
+
+def _build(batch: int) -> roofline.Trace:
+    return roofline.trace(_model_for_build(), torch.randn(batch, 64), fake=True)
+
+
+@functools.cache
+def _small() -> roofline.DeviceSpec:
+    """A device holding the parameters and some 120 samples: a short search."""
+    need = roofline.memory(_build(1)).peak_bytes
+    return roofline.get_device("h100").model_copy(update={
+        "memory_bytes": need * 3, "vendor": "Other", "name": "small test device"})
+
+
+def _one_gb() -> roofline.DeviceSpec:
+    return roofline.get_device("h100").model_copy(update={"memory_bytes": 10**9,
+                                                          "name": "1 GB"})
+
+
+# (id, call, the argument the error must name, may a warning do instead)
+BAD_ARGUMENTS: list[tuple[str, Callable[[], Any], str, bool]] = [
+    # roofline.memory
+    ("memory-trace-None", lambda: roofline.memory(None), "trace", False),
+    ("memory-trace-str", lambda: roofline.memory("x"), "trace", False),
+    ("memory-trace-Analysis", lambda: roofline.memory(_adamw_analysis()), "trace", False),
+    ("memory-trace-MemoryReport", lambda: roofline.memory(_adamw_report()), "trace", False),
+    ("memory-depth--1", lambda: roofline.memory(_adamw_trace(), depth=-1), "depth", False),
+    ("memory-depth-nan", lambda: roofline.memory(_adamw_trace(), depth=NAN), "depth", False),
+    ("memory-depth-inf", lambda: roofline.memory(_adamw_trace(), depth=INF), "depth", False),
+    ("memory-depth-str", lambda: roofline.memory(_adamw_trace(), depth="2"), "depth", False),
+    ("memory-depth-2.5", lambda: roofline.memory(_adamw_trace(), depth=2.5), "depth", False),
+    # roofline.fits
+    ("fits-trace-Analysis", lambda: roofline.fits(_adamw_analysis(), "h100"), "trace", False),
+    ("fits-trace-None", lambda: roofline.fits(None, "h100"), "trace", False),
+    ("fits-trace-str", lambda: roofline.fits("x", "h100"), "trace", False),
+    *[(f"fits-{arg}-{label}", (lambda arg=arg, v=v: roofline.fits(_adamw_report(), "h100",
+                                                                   **{arg: v})), arg, False)
+      for arg in ("context_bytes", "workspace_bytes")
+      for label, v in [("-1", -1), ("-1e12", -10**12), ("nan", NAN), ("inf", INF),
+                       ("-inf", -INF), ("str", "1"), ("True", True), ("1.5", 1.5)]],
+    ("fits-context_bytes-not-NVIDIA",
+     lambda: roofline.fits(_adamw_report(), "mi300x", context_bytes=10**12), "context_bytes",
+     True),
+    # roofline.max_batch / compare_at_max_batch
+    ("max_batch-tolerance-nan", lambda: roofline.max_batch(_build, _small(), tolerance=NAN),
+     "tolerance", False),
+    ("max_batch-tolerance--1", lambda: roofline.max_batch(_build, _small(), tolerance=-1),
+     "tolerance", False),
+    ("max_batch-tolerance-str", lambda: roofline.max_batch(_build, _small(), tolerance="0.05"),
+     "tolerance", False),
+    *[(f"max_batch-limit-{label}", (lambda v=v: roofline.max_batch(_build, _small(), limit=v)),
+       "limit", False)
+      for label, v in [("inf", INF), ("2.5", 2.5), ("str", "100")]],
+    ("max_batch-fit_batches-3", lambda: roofline.max_batch(_build, _small(),
+                                                           fit_batches=(1, 2, 3)),
+     "fit_batches", False),
+    ("max_batch-fit_batches-bool", lambda: roofline.max_batch(_build, _small(),
+                                                              fit_batches=(True, 2)),
+     "fit_batches", False),
+    *[(f"max_batch-context_bytes-{label}",
+       (lambda v=v: roofline.max_batch(_build, _one_gb(), context_bytes=v)),
+       "context_bytes", False)
+      for label, v in [("-1", -1), ("nan", NAN), ("inf", INF), ("-inf", -INF)]],
+    ("compare_at_max_batch-tolerance-nan",
+     lambda: roofline.compare_at_max_batch(_build, _small(), _small(), tolerance=NAN),
+     "tolerance", False),
+]
+
+
+@pytest.mark.parametrize(("call", "argument", "warning_will_do"),
+                         [c[1:] for c in BAD_ARGUMENTS], ids=[c[0] for c in BAD_ARGUMENTS])
+def test_a_bad_argument_is_refused_by_name(call: Callable[[], Any], argument: str,
+                                           warning_will_do: bool) -> None:
+    """``memory``, ``fits``, ``max_batch`` and ``compare_at_max_batch`` (issue 22, item 10)."""
+    assert_refused_by_name(call, argument, warning_will_do)

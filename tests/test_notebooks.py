@@ -19,6 +19,8 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+pytestmark = pytest.mark.slow  # 4 notebooks in fresh kernels, one calibration: minutes
+
 NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
 CELL_TIMEOUT_S = 300  # one cell; the slowest (a calibration) takes ~30 s on 2 cores
 MAX_IMAGE_BYTES = 120_000  # committed PNG outputs stay small (a roofline chart: ~90 kB) ...

@@ -1,15 +1,26 @@
-"""Parallel traces and their cost: nccl-tests' factors, NCCL's constants, two streams."""
+"""A parallel trace costed on two streams (analysis/parallel.py) with NCCL's cost of
+each collective (analysis/collectives.py).
+
+Collective times are derived by hand from nccl-tests' bus-bandwidth factors
+(t = S x 2(n-1)/n / B for all-reduce) and NCCL's constants (nccl@5067397
+src/graph/tuning.cc, topo.h). The one-GPU baseline (issue 22, item 4) is checked against
+two independent figures: the one-GPU step's seconds (``roofline.analyze`` of its trace) and
+the parallel step's seconds, each at the batch its trace ran: speedup = (global batch /
+p.seconds) / (one-GPU batch / t1).
+"""
 
 from __future__ import annotations
 
-import math
+import functools
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
+from conftest import assert_refused_by_name, small_mlp, sum_loss
 from torch import nn
 
 import roofline
@@ -17,32 +28,17 @@ from roofline.analysis.collectives import collective_cost
 from roofline.analysis.parallel import _schedule
 from roofline.hardware import get_device
 from roofline.hardware.topology import topology
-from roofline.tracing import FakeModeError
 from roofline.tracing.records import Collective, OpRecord, Trace
-from roofline.tracing.strategies import fake_allreduce_hook
+
+pytestmark = pytest.mark.usefixtures("quiet")
+
 
 # H100 SXM: NVLink 4, 900 GB/s both directions (the registry's datasheet figure), 450 a
 # direction; NCCL's model: 20.6 GB/s per 25 GB/s link (nccl@5067397 src/graph/topo.h)
 H100_BUS = 450e9 * 20.6 / 25
 
 
-@pytest.fixture(autouse=True)
-def _quiet() -> Iterator[None]:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        yield
-
-
-def _mlp() -> nn.Module:
-    return nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 64), nn.ReLU(),
-                         nn.Linear(64, 10))
-
-
-def _sum(out: torch.Tensor) -> torch.Tensor:
-    return out.sum()
-
-
-# --- the cost of one collective --------------------------------------------------------
+# --- the cost of one collective (analysis/collectives.py) ---------------------------------
 
 def test_ring_all_reduce_matches_the_hand_derived_time() -> None:
     """100 MB over 8 H100s: ring, Simple protocol. NCCL's latency: base 8.4 us plus
@@ -90,28 +86,7 @@ def test_two_nodes_are_bound_by_the_network() -> None:
     assert cost.seconds == pytest.approx(expected, rel=1e-9)
 
 
-def test_no_interconnect_falls_back_to_pcie() -> None:
-    spec = get_device("h100").model_copy(update={"interconnect": None})
-    top = topology(spec, 8)
-    assert top.intra.kind == "PCIe Gen5 x16"
-    assert top.intra.bus_bytes_per_s == pytest.approx(32e9 * 128 / 130 / 8 * 16 * 12 / 15.75)
-    assert any("PCIe" in a and "no interconnect" in a for a in top.assumptions)
-
-
-def test_a_bridge_joins_two_gpus_only() -> None:
-    spec = get_device("A100 PCIe 80GB")
-    assert topology(spec, 2).intra.latency_class == "nvlink"
-    assert topology(spec, 8).intra.kind.startswith("PCIe")
-
-
-def test_no_link_at_all_is_an_error() -> None:
-    spec = get_device("h100").model_copy(update={"interconnect": None, "host_link": None})
-    with pytest.raises(ValueError, match="neither interconnect figures nor a PCIe host link"):
-        topology(spec, 8)
-
-
 # --- the two streams --------------------------------------------------------------------
-
 def _op(name: str, inputs: tuple[int, ...] = (), outputs: tuple[int, ...] = (),
         collective: Collective | None = None) -> OpRecord:
     return OpRecord(name, "collective" if collective else "pointwise", "backward", "", "",
@@ -128,10 +103,10 @@ def test_schedule_overlaps_and_waits() -> None:
     assert list(end) == [1.0, 3.0, 1.5, 4.0]
 
 
-# --- parallel traces ----------------------------------------------------------------------
+# --- parallel steps -----------------------------------------------------------------------
 
 def test_ddp_trace_records_every_bucket_and_overlaps() -> None:
-    t = roofline.trace(_mlp(), torch.randn(32, 64), train=True, loss_fn=_sum,
+    t = roofline.trace(small_mlp(), torch.randn(32, 64), train=True, loss_fn=sum_loss,
                        parallel=roofline.Parallel("ddp", bucket_cap_mb=0.02), gpus=4)
     assert not dist.is_initialized()
     assert t.info.world_size == 4 and t.info.rank_batch == 8
@@ -146,132 +121,25 @@ def test_ddp_trace_records_every_bucket_and_overlaps() -> None:
     assert p.batch == 32
 
 
-def test_fsdp_and_tp_traces() -> None:
-    t = roofline.trace(_mlp(), torch.randn(32, 64), train=True, loss_fn=_sum,
-                       parallel="fsdp", gpus=4)
-    kinds = {op.collective.kind for op in t.ops if op.collective is not None}
-    assert kinds == {"all_gather", "reduce_scatter"}
-    assert not t.uncounted  # FSDP's copy kernels are known
-    t = roofline.trace(_mlp(), torch.randn(16, 64), train=True, loss_fn=_sum,
-                       parallel="tp", gpus=4)
-    reduces = [op.collective for op in t.ops
-               if op.collective is not None and op.collective.kind == "all_reduce"]
-    # the row-parallel layer's output: the whole batch of 16 x 64 fp32, summed over ranks
-    assert reduces[0].bytes == 16 * 64 * 4 and reduces[0].group_size == 4
-    mm = [op for op in t.ops if op.name == "aten.addmm.default"]
-    assert mm[0].flops == 2 * 16 * 64 * (256 // 4)  # the local shard, not the global layer
-
-
 def test_scaling_and_explain() -> None:
-    s = roofline.scaling(_mlp(), (torch.randn(8, 64),), "rtx 4090", gpus=(1, 2, 4),
-                         loss_fn=_sum)
+    s = roofline.scaling(small_mlp(), (torch.randn(8, 64),), "rtx 4090", gpus=(1, 2, 4),
+                         loss_fn=sum_loss)
     speedups = s.speedups()
     assert set(speedups) == {1, 2, 4} and all(0 < v <= n for n, v in speedups.items())
     text = roofline.explain(s.points[4])
     assert "4 RTX 4090" in text and "exposed" not in text.split(":")[0]
 
 
-def test_json_round_trip_keeps_collectives() -> None:
-    t = roofline.trace(_mlp(), torch.randn(8, 64), train=True, loss_fn=_sum,
-                       parallel="ddp", gpus=2)
-    back = Trace.from_json(t.to_json())
-    assert [op.collective for op in back.ops] == [op.collective for op in t.ops]
-
-
-# --- bad input -------------------------------------------------------------------------
-
-def test_batch_that_does_not_split() -> None:
-    with pytest.raises(ValueError, match="global batch of 10 does not split over 4 GPUs"):
-        roofline.trace(_mlp(), torch.randn(10, 64), train=True, loss_fn=_sum,
-                       parallel="ddp", gpus=4)
-    assert not dist.is_initialized()
-
-
-def test_gpus_without_parallel_and_parallel_without_gpus() -> None:
-    with pytest.raises(ValueError, match="pass parallel="):
-        roofline.trace(_mlp(), torch.randn(8, 64), gpus=4)
-    with pytest.raises(ValueError, match="needs gpus=N"):
-        roofline.trace(_mlp(), torch.randn(8, 64), train=True, loss_fn=_sum, parallel="ddp")
-
-
-def test_fsdp_cannot_wrap_a_model_without_parameters() -> None:
-    with pytest.raises(ValueError, match="FSDP cannot wrap"):
-        roofline.trace(nn.ReLU(), torch.randn(8, 64, requires_grad=True), train=True,
-                       loss_fn=_sum, parallel="fsdp", gpus=2)
-
-
-def test_tp_without_a_linear_pair_asks_for_a_plan() -> None:
-    with pytest.raises(ValueError, match="pass the plan"):
-        roofline.trace(nn.Linear(64, 10), torch.randn(8, 64), train=True, loss_fn=_sum,
-                       parallel="tp", gpus=2)
-
-
 def test_fsdp_trace_is_not_recosted_for_another_size() -> None:
-    t = roofline.trace(_mlp(), torch.randn(8, 64), train=True, loss_fn=_sum,
+    t = roofline.trace(small_mlp(), torch.randn(8, 64), train=True, loss_fn=sum_loss,
                        parallel="fsdp", gpus=2)
     with pytest.raises(ValueError, match="trace it again with gpus=4"):
         roofline.parallel(t, "h100", gpus=4)
 
 
-def test_the_users_group_and_wrapped_model() -> None:
-    """In the user's own (fake) group: a parallel trace uses it and leaves it; the user's
-    DDP model is traced as it is on real tensors (with the hook a fake group needs), and
-    refused on fake ones."""
-    from torch.testing._internal.distributed.fake_pg import FakeStore
-
-    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
-    try:
-        t = roofline.trace(_mlp(), torch.randn(8, 64), train=True, loss_fn=_sum,
-                           parallel="ddp")
-        assert t.info.world_size == 2 and dist.is_initialized()
-        ddp = nn.parallel.DistributedDataParallel(_mlp())
-        ddp.register_comm_hook(None, fake_allreduce_hook)
-        mine = roofline.trace(ddp, torch.randn(4, 64), train=True, loss_fn=_sum)
-        kinds = [op.collective.kind for op in mine.ops if op.collective is not None]
-        assert kinds.count("all_reduce") >= 1
-        with pytest.raises(FakeModeError, match="cannot trace a model you wrapped"):
-            roofline.trace(ddp, torch.randn(4, 64), train=True, loss_fn=_sum, fake=True)
-        with pytest.raises(ValueError, match="already wrapped"):
-            roofline.trace(ddp, torch.randn(4, 64), train=True, loss_fn=_sum, parallel="ddp")
-    finally:
-        dist.destroy_process_group()
-    assert math.isfinite(roofline.parallel(mine, "h100").seconds)
-
-
-def test_charts_draw_headless() -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    s = roofline.scaling(_mlp(), (torch.randn(8, 64),), "rtx 4090", gpus=(1, 2, 4),
-                         loss_fn=_sum)
-    ax = roofline.plot.scaling_curve(s)
-    ideal = ax.get_lines()[0]
-    assert list(ideal.get_xdata()) == [1, 2, 4] == list(ideal.get_ydata())
-    ax2 = roofline.plot.stream_timeline(s.points[4])
-    assert [t.get_text() for t in ax2.get_yticklabels()] == ["communication", "compute"]
-    with pytest.raises(TypeError, match="ParallelAnalysis"):
-        roofline.plot.stream_timeline(s)  # type: ignore[arg-type]
-    plt.close("all")
-
-
-def test_cli_parallel(capsys: pytest.CaptureFixture[str]) -> None:
-    from roofline.presentation.cli import main
-
-    assert main(["analyze", "mlp", "--device", "h100", "--train", "--gpus", "4",
-                 "--parallel", "ddp", "--batch-size", "16"]) == 0
-    out = capsys.readouterr().out
-    assert "4 H100 SXMs (ddp over NVLink 4)" in out and "all_reduce" in out
-    assert main(["analyze", "mlp", "--device", "h100", "--train", "--gpus", "4",
-                 "--nodes", "3"]) == 1
-    assert "does not spread evenly" in capsys.readouterr().err
-
-
 # --- careless use (review of the first version) ----------------------------------------
-
 def _ddp_trace(gpus: int = 4) -> Trace:
-    return roofline.trace(_mlp(), torch.randn(32, 64), train=True, loss_fn=_sum,
+    return roofline.trace(small_mlp(), torch.randn(32, 64), train=True, loss_fn=sum_loss,
                           parallel="ddp", gpus=gpus)
 
 
@@ -306,9 +174,9 @@ def test_bad_gpu_counts_and_a_real_parallel_trace_are_refused() -> None:
     with pytest.raises(ValueError, match="gpus=0: expected a whole number"):
         roofline.parallel(t, "h100", gpus=0)
     with pytest.raises(ValueError, match="GPU counts are whole numbers"):
-        roofline.scaling(_mlp(), (torch.randn(8, 64),), "h100", gpus=(0, 2), loss_fn=_sum)
+        roofline.scaling(small_mlp(), (torch.randn(8, 64),), "h100", gpus=(0, 2), loss_fn=sum_loss)
     with pytest.raises(ValueError, match="fake=True"):
-        roofline.trace(_mlp(), torch.randn(8, 64), train=True, loss_fn=_sum,
+        roofline.trace(small_mlp(), torch.randn(8, 64), train=True, loss_fn=sum_loss,
                        parallel="ddp", gpus=2, fake=False)
     assert not dist.is_initialized()
 
@@ -320,32 +188,124 @@ def test_a_parallel_result_states_the_gpus_per_node() -> None:
     assert any("16 GPUs in one node" in n and "nodes=" in n for n in big.assumptions)
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["--parallel", "tp"], "pass --gpus N"),
-    (["--nodes", "2"], "pass --gpus N"),
-    (["--gpus", "4", "--compare", "a100", "--train"], "--compare"),
-    (["--gpus", "4"], "add --train"),
-    (["--gpus", "4", "--train", "--html", "x.html"], "--html"),
-])
-def test_cli_refuses_parallel_flags_it_would_ignore(argv: list[str], message: str,
-                                                     capsys: pytest.CaptureFixture[str]
-                                                     ) -> None:
-    from roofline.presentation.cli import main
+# --- the one-GPU baseline at its own batch (issue 22, item 4) -----------------------------
 
-    assert main(["analyze", "mlp", "--device", "h100", *argv]) == 1
-    err = capsys.readouterr().err
-    assert message in err and "traced" not in err  # refused before any tracing
+GLOBAL = 64
 
 
-def test_cli_json_names_the_device_and_links(capsys: pytest.CaptureFixture[str]) -> None:
-    import json
+def _wide_mlp() -> nn.Module:
+    """The zoo's mlp shape with a second hidden layer: 784-1024-1024-10, seeded."""
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
+                         nn.Linear(1024, 10))
 
-    from roofline.presentation.cli import main
 
-    assert main(["--json", "analyze", "mlp", "--device", "h100", "--train", "--gpus", "4",
-                 "--batch-size", "16"]) == 0
-    data = json.loads(capsys.readouterr().out)
-    assert data["device"] == "H100 SXM" and data["gpus_per_node"] == 4
-    assert data["links"]["intra_node"]["kind"] == "NVLink 4"
-    assert data["collectives"][0]["link"] == "NVLink 4"
-    assert data["one_gpu_seconds"] > 0
+def _one_gpu(batch: int) -> roofline.Trace:
+    return roofline.trace(_wide_mlp(), torch.randn(batch, 784), train=True, loss_fn=sum_loss,
+                          fake=True)
+
+
+@pytest.fixture(scope="module")
+def ddp() -> roofline.Trace:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return roofline.trace(_wide_mlp(), torch.randn(GLOBAL, 784), train=True, loss_fn=sum_loss,
+                              parallel="ddp", gpus=2)  # 32 rows a rank
+
+
+def _speedup_or_refusal(ddp: roofline.Trace, one_gpu: object, one_batch: int) -> None:
+    """Either the right speedup, or a ValueError that names the batch (refusing a
+    one-GPU step whose batch it cannot tell)."""
+    try:
+        p = roofline.parallel(ddp, "h100", one_gpu=one_gpu)
+    except ValueError as e:
+        assert "batch" in str(e)
+        return
+    t1 = roofline.analyze(_one_gpu(one_batch), "h100").seconds
+    truth = (GLOBAL / p.seconds) / (one_batch / t1)
+    assert p.speedup_vs_one_gpu == pytest.approx(truth, rel=1e-9)
+
+
+@pytest.mark.parametrize("form", ["trace", "analysis"])
+def test_one_gpu_step_at_the_global_batch(ddp: roofline.Trace, form: str) -> None:
+    """Both sides given the same global batch of 64, the natural call: today the one-GPU
+    step is taken to have run 32 samples and the speedup comes out twice the truth."""
+    one = _one_gpu(GLOBAL)
+    _speedup_or_refusal(ddp, one if form == "trace" else roofline.analyze(one, "h100"),
+                        GLOBAL)
+
+
+def test_one_gpu_step_at_the_per_rank_batch_is_still_right(ddp: roofline.Trace) -> None:
+    """The case today's default was written for keeps its answer."""
+    p = roofline.parallel(ddp, "h100", one_gpu=_one_gpu(GLOBAL // 2))
+    t1 = roofline.analyze(_one_gpu(GLOBAL // 2), "h100").seconds
+    assert p.speedup_vs_one_gpu == pytest.approx(
+        (GLOBAL / p.seconds) / ((GLOBAL // 2) / t1), rel=1e-9)
+
+
+def test_a_one_gpu_batch_that_contradicts_the_trace_is_refused(ddp: roofline.Trace) -> None:
+    with pytest.raises(ValueError, match="one_gpu_batch"):
+        roofline.parallel(ddp, "h100", one_gpu=_one_gpu(GLOBAL), one_gpu_batch=GLOBAL // 2)
+
+
+# --- bad arguments, refused by name (issue 22, item 10) -----------------------------------
+
+NAN, INF = float("nan"), float("inf")
+
+
+@functools.cache
+def _ddp() -> roofline.Trace:
+    return roofline.trace(small_mlp(), torch.randn(8, 64), train=True, loss_fn=sum_loss,
+                          parallel="ddp", gpus=2)
+
+
+def _x8() -> tuple[torch.Tensor]:
+    return (torch.randn(8, 64),)
+
+
+# (id, call, the argument the error must name, may a warning do instead)
+BAD_ARGUMENTS: list[tuple[str, Callable[[], Any], str, bool]] = [
+    # roofline.parallel
+    ("parallel-one_gpu-inf", lambda: roofline.parallel(_ddp(), "h100", one_gpu=INF),
+     "one_gpu", False),
+    *[(f"parallel-one_gpu_batch-{label}",
+       (lambda v=v: roofline.parallel(_ddp(), "h100", one_gpu=1e-3, one_gpu_batch=v)),
+       "one_gpu_batch", False)
+      for label, v in [("-4", -4), ("0", 0), ("2.5", 2.5), ("nan", NAN), ("inf", INF),
+                       ("str", "4")]],
+    ("parallel-one_gpu_batch-without-one_gpu",
+     lambda: roofline.parallel(_ddp(), "h100", one_gpu_batch=4), "one_gpu_batch", True),
+    *[(f"parallel-nics-{label}",
+       (lambda v=v: roofline.parallel(_ddp(), "h100", nodes=2, gpus=16, nics=v)), "nics",
+       False)
+      for label, v in [("nan", NAN), ("inf", INF), ("2.5", 2.5)]],
+    ("parallel-nic_bits_per_s-inf",
+     lambda: roofline.parallel(_ddp(), "h100", nodes=2, gpus=16, nic_bits_per_s=INF),
+     "nic_bits_per_s", False),
+    # roofline.scaling
+    ("scaling-model-None", lambda: roofline.scaling(None, _x8(), "h100", gpus=(1, 2)),
+     "model", False),
+    ("scaling-inputs-tensor", lambda: roofline.scaling(small_mlp(), torch.randn(8, 64), "h100",
+                                                       gpus=(1, 2), loss_fn=sum_loss),
+     "inputs", False),
+    ("scaling-inputs-empty", lambda: roofline.scaling(small_mlp(), (), "h100", gpus=(1, 2)),
+     "inputs", False),
+    ("scaling-gpus-empty", lambda: roofline.scaling(small_mlp(), _x8(), "h100", gpus=(),
+                                                    loss_fn=sum_loss), "gpus", False),
+    ("scaling-gpus-only-1", lambda: roofline.scaling(small_mlp(), _x8(), "h100", gpus=(1,),
+                                                     loss_fn=sum_loss), "gpus", True),
+    ("scaling-gpus-int", lambda: roofline.scaling(small_mlp(), _x8(), "h100", gpus=4,
+                                                  loss_fn=sum_loss), "gpus", False),
+    *[(f"scaling-gpus_per_node-{label}",
+       (lambda v=v: roofline.scaling(small_mlp(), _x8(), "h100", gpus=(1, 2, 4), gpus_per_node=v,
+                                     loss_fn=sum_loss)), "gpus_per_node", False)
+      for label, v in [("0", 0), ("-1", -1), ("nan", NAN), ("2.5", 2.5)]],
+]
+
+
+@pytest.mark.parametrize(("call", "argument", "warning_will_do"),
+                         [c[1:] for c in BAD_ARGUMENTS], ids=[c[0] for c in BAD_ARGUMENTS])
+def test_a_bad_argument_is_refused_by_name(call: Callable[[], Any], argument: str,
+                                           warning_will_do: bool) -> None:
+    """``parallel`` and ``scaling`` (issue 22, item 10)."""
+    assert_refused_by_name(call, argument, warning_will_do)

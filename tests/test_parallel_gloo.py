@@ -1,9 +1,16 @@
-"""Real collectives: the fake-group trace records what 2 gloo processes really run.
+"""Real collectives: the fake-group trace against what 2 gloo processes really run.
 
 Two processes (``torch.multiprocessing``, the gloo backend on this CPU, a free port on
 127.0.0.1) run a steady-state DDP step and an FSDP2 step of the same small model, each
 inside a roofline capture; the collectives they record (kind, bytes, group size, phase,
 order) must equal those of ``roofline.trace(..., parallel=..., gpus=2)`` on the fake group.
+
+Issue 22, item 1: an FSDP2 step run for real on 2 gloo processes holds, on rank 0, the
+parameter, gradient and optimizer-state bytes the fake trace of the same step reports
+(counted by hand from the shards, and measured: the storages of the real DTensors' local
+shards, the CPU allocator's peak from torch.profiler's memory timeline).
+
+Slow: each fixture starts 2 processes and runs them (about 8 s each on 2 shared cores).
 """
 
 from __future__ import annotations
@@ -18,11 +25,17 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from conftest import sum_loss
 from torch import nn
 
 import roofline
 
+pytestmark = pytest.mark.slow  # real processes
+
+
 BUCKET_MB = 0.05  # several DDP buckets for a 340 kB model
+
+
 BATCH = 16  # global: 8 rows a rank
 
 
@@ -112,3 +125,117 @@ def test_fsdp_collectives_equal_the_real_ones(real: dict[str, Any]) -> None:
 
 def test_worker_file_is_written(real: dict[str, Any], tmp_path: Path) -> None:
     assert set(real) == {"ddp", "fsdp"}
+
+
+# --- FSDP memory against a real 2-process run (issue 22, item 1) --------------------------
+
+FP32 = 4
+
+
+def _gloo_model() -> nn.Module:
+    torch.manual_seed(0)  # a 9-row head: rank 1's shard pads to rank 0's 5 rows
+    return nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 64), nn.ReLU(),
+                         nn.Linear(64, 9))
+
+
+def _storage_bytes(tensors: list[Any]) -> int:
+    """Bytes of the distinct storages behind tensors (a DTensor's local shard)."""
+    seen: set[int] = set()
+    total = 0
+    for t in tensors:
+        if t is None:
+            continue
+        local = t.to_local() if hasattr(t, "to_local") else t
+        storage = local.untyped_storage()
+        if storage.data_ptr() not in seen:
+            seen.add(storage.data_ptr())
+            total += storage.nbytes()
+    return total
+
+
+def _fsdp_worker(rank: int, port: int, out: str) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    warnings.simplefilter("ignore")
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    try:
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+        from torch.profiler import ProfilerActivity, profile
+        from torch.profiler._memory_profiler import Action
+
+        model = _gloo_model()
+        mesh = init_device_mesh("cpu", (2,))
+        for layer in (model[0], model[2], model[4]):
+            fully_shard(layer, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        opt = torch.optim.AdamW(model.parameters())
+        x = torch.randn(BATCH // 2, 64)
+        model(x).sum().backward()  # a first step: lazy init, optimizer state
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        params = list(model.parameters())
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True,
+                     record_shapes=True, with_stack=True) as prof:
+            model(x).sum().backward()
+            grads = _storage_bytes([p.grad for p in params])
+            opt.step()
+        live = peak = 0
+        for _t, action, _key, size in prof._memory_profile().timeline:
+            if action in (Action.PREEXISTING, Action.CREATE):
+                live += size
+            elif action == Action.DESTROY:
+                live -= size
+            peak = max(peak, live)
+        if rank == 0:
+            torch.save({"parameter": _storage_bytes(params), "gradient": grads,
+                        "optimizer_state": _storage_bytes(
+                            [v for s in opt.state.values() for v in s.values()]),
+                        "peak": peak,
+                        "shapes": [tuple(p.to_local().shape) for p in params]}, out)
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.fixture(scope="module")
+def real_fsdp(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("gloo") / "fsdp_memory.pt"
+    for attempt in range(3):  # a free port can be taken between the probe and the bind
+        try:
+            mp.spawn(_fsdp_worker, args=(_free_port(), str(out)), nprocs=2, join=True)
+            break
+        except mp.ProcessRaisedException:
+            if attempt == 2:
+                raise
+    data: dict[str, Any] = torch.load(out)
+    return data
+
+
+@pytest.mark.usefixtures("quiet")
+def test_fsdp_memory_equals_a_real_two_process_run(real_fsdp: dict[str, Any]) -> None:
+    # the real run holds the hand-counted shards: 128 + 32 + 5 rows (9 rows pad to 10)
+    assert real_fsdp["shapes"] == [(128, 64), (128,), (32, 256), (32,), (5, 64), (5,)]
+    local = 128 * 64 + 128 + 32 * 256 + 32 + 5 * 64 + 5
+    assert real_fsdp["parameter"] == real_fsdp["gradient"] == FP32 * local
+    assert real_fsdp["optimizer_state"] == 2 * FP32 * local + 4 * 6
+    model = _gloo_model()
+    t = roofline.trace(model, torch.randn(BATCH, 64), train=True, loss_fn=sum_loss,
+                       optimizer=torch.optim.AdamW(model.parameters()), parallel="fsdp",
+                       gpus=2)
+    r = roofline.memory(t)
+    assert r.parameters_bytes == real_fsdp["parameter"]
+    assert r.gradients_bytes == real_fsdp["gradient"]
+    assert r.optimizer_state_bytes == real_fsdp["optimizer_state"]
+
+
+@pytest.mark.usefixtures("quiet")
+def test_fsdp_peak_is_near_the_real_allocator_peak(real_fsdp: dict[str, Any]) -> None:
+    """The CPU allocator's peak over the real step (torch.profiler's memory timeline, as
+    tests/test_memory.py's single-GPU check) against the fake trace's. Today the trace
+    says 2.6x the real peak. The 25% band is wider than the single-GPU test's 10%: the
+    gloo process group allocates its own buffers; tighten it once the fix is measured."""
+    model = _gloo_model()
+    t = roofline.trace(model, torch.randn(BATCH, 64), train=True, loss_fn=sum_loss,
+                       optimizer=torch.optim.AdamW(model.parameters()), parallel="fsdp",
+                       gpus=2)
+    predicted = roofline.memory(t).peak_bytes
+    assert predicted == pytest.approx(real_fsdp["peak"], rel=0.25)

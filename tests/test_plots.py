@@ -1,27 +1,42 @@
 """The charts draw what the library computes: roofs at the datasheet peaks, points at each
 op's intensity and attained FLOP/s, the speedup curve at what_if's speedups; no global
-matplotlib state is left behind; bad input is said clearly."""
+matplotlib state is left behind; bad input is said clearly.
+
+The parallel charts (plots/parallel.py): the scaling curve against the ideal, the two
+streams over time. An ``ax`` that is not an Axes is refused naming it (issue 22, item 10).
+"""
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
+from typing import Any
 
 import matplotlib
-
-matplotlib.use("Agg")
-
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
+import torch
+from conftest import assert_refused_by_name, small_mlp, sum_loss
 
 import roofline
 from roofline.tracing.records import OpRecord, Trace
 
+matplotlib.use("Agg")
+
+
 # A100 SXM 80GB datasheet (NVIDIA A100 datasheet): dense bf16 tensor 312 TFLOP/s, fp32
 # 19.5 TFLOP/s, HBM2e 2,039 GB/s.
 A100_BF16_MATRIX = 312e12
+
+
 A100_FP32_VECTOR = 19.5e12
+
+
 A100_BANDWIDTH = 2.039e12
+
+
 H100_BF16_MATRIX = 989.4e12  # H100 SXM datasheet, dense
 
 
@@ -32,12 +47,20 @@ def _op(name: str, category: str, dtype: str, flops: int, nbytes: int,
 
 
 N = 8192
+
+
 MM = _op("aten.mm.default", "matmul", "bfloat16", 2 * N ** 3, 3 * N * N * 2,
          ((N, N), (N, N)))  # a square GEMM: intensity 2N/6 = 2731 FLOP/B, compute-bound
+
+
 ADD = _op("aten.add.Tensor", "pointwise", "float32", 10 ** 8, 12 * 10 ** 8,
           ((10 ** 8,), (10 ** 8,)))  # 1 FLOP per 12 bytes: memory-bound
+
+
 TINY = _op("aten.mul.Tensor", "pointwise", "float32", 10 ** 5, 12 * 10 ** 5,
            ((10 ** 5,), (10 ** 5,)))  # 0.6 us of bytes, under the 5 us launch: overhead
+
+
 VIEW = OpRecord("aten.view.default", "view", "forward", "net.layer", "float32", 0, 0, 0,
                 kernels=0)
 
@@ -232,9 +255,10 @@ def test_bad_input_is_said_clearly(trace: Trace) -> None:
 
 
 # --------------------------------------------------------------------------- review fixes
-
 MM32 = _op("aten.mm.default", "matmul", "float32", 2 * N ** 3, 3 * N * N * 4,
            ((N, N), (N, N)))  # the same GEMM in fp32
+
+
 TPU_V4_BANDWIDTH = 1.2e12  # Google Cloud TPU v4 system architecture: 1,200 GB/s HBM
 
 
@@ -416,3 +440,48 @@ def test_roofs_of_the_same_peak_come_in_a_fixed_order() -> None:
     ax = roofline.plot.roofline_chart(a)
     (slope,) = _lines(ax, "bandwidth:")
     assert slope.get_color() == "#222222"  # the matrix roof's colour, not the vector's
+
+
+# ------------------------------------------------------ parallel charts (plots/parallel.py)
+
+@pytest.mark.usefixtures("quiet")
+def test_charts_draw_headless() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    s = roofline.scaling(small_mlp(), (torch.randn(8, 64),), "rtx 4090", gpus=(1, 2, 4),
+                         loss_fn=sum_loss)
+    ax = roofline.plot.scaling_curve(s)
+    ideal = ax.get_lines()[0]
+    assert list(ideal.get_xdata()) == [1, 2, 4] == list(ideal.get_ydata())
+    ax2 = roofline.plot.stream_timeline(s.points[4])
+    assert [t.get_text() for t in ax2.get_yticklabels()] == ["communication", "compute"]
+    with pytest.raises(TypeError, match="ParallelAnalysis"):
+        roofline.plot.stream_timeline(s)  # type: ignore[arg-type]
+    plt.close("all")
+
+
+# --------------------------------------- bad arguments, refused by name (issue 22, item 10)
+
+@functools.cache
+def _ddp() -> roofline.Trace:
+    return roofline.trace(small_mlp(), torch.randn(8, 64), train=True, loss_fn=sum_loss,
+                          parallel="ddp", gpus=2)
+
+
+# (id, call, the argument the error must name, may a warning do instead)
+BAD_ARGUMENTS: list[tuple[str, Callable[[], Any], str, bool]] = [
+    ("plot.stream_timeline-ax",
+     lambda: roofline.plot.stream_timeline(roofline.parallel(_ddp(), "h100", one_gpu=1e-3),
+                                           ax="x"), "ax", False),
+]
+
+
+@pytest.mark.parametrize(("call", "argument", "warning_will_do"),
+                         [c[1:] for c in BAD_ARGUMENTS], ids=[c[0] for c in BAD_ARGUMENTS])
+def test_a_bad_argument_is_refused_by_name(call: Callable[[], Any], argument: str,
+                                           warning_will_do: bool) -> None:
+    """A chart's ``ax`` that is not an Axes (issue 22, item 10)."""
+    assert_refused_by_name(call, argument, warning_will_do)

@@ -1,27 +1,36 @@
 """The memory charts draw what roofline.memory and roofline.max_batch compute: the stack sums
 to the report's timeline, the parameters band is the hand-counted parameter bytes, the
 capacity line is the registry's, the batch curve's points are the traced batches; bad
-input is said clearly and no figure or rcParam is left behind."""
+input is said clearly and no figure or rcParam is left behind.
+
+An ``ax`` that is not an Axes is refused naming it (issue 22, item 10).
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Callable
+from typing import Any
 
 import matplotlib
-
-matplotlib.use("Agg")
-
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
+from conftest import assert_refused_by_name, small_mlp, sum_loss
 from torch import nn
 
 import roofline
 from roofline.analysis.fit import CUBLAS_WORKSPACE_BYTES, CUDA_CONTEXT_BYTES
 from roofline.tracing.records import OpRecord, Trace
 
+matplotlib.use("Agg")
+
+
 IN, HIDDEN, OUT, BATCH = 64, 128, 10, 32
+
+
 N_PARAMS = IN * HIDDEN + HIDDEN + HIDDEN * OUT + OUT  # two Linear layers' weights and biases
 
 
@@ -195,3 +204,56 @@ def test_no_figure_is_left_open_after_an_error(step: Trace, batch_result: roofli
     with pytest.raises(RuntimeError, match="drawing failed"):
         call(given)
     assert plt.get_fignums() == [fig.number]
+
+
+# --------------------------------------- bad arguments, refused by name (issue 22, item 10)
+
+@functools.cache
+def _adamw_trace() -> roofline.Trace:
+    model = small_mlp()
+    return roofline.trace(model, torch.randn(8, 64), train=True, loss_fn=sum_loss, fake=True,
+                          optimizer=torch.optim.AdamW(model.parameters()))
+
+
+@functools.cache
+def _adamw_report() -> roofline.MemoryReport:
+    return roofline.memory(_adamw_trace())
+
+
+@functools.cache
+def _model_for_build() -> nn.Module:
+    return small_mlp()
+
+
+def _mlp_build(batch: int) -> roofline.Trace:
+    return roofline.trace(_model_for_build(), torch.randn(batch, 64), fake=True)
+
+
+@functools.cache
+def _small() -> roofline.DeviceSpec:
+    """A device holding the parameters and some 120 samples: a short search."""
+    need = roofline.memory(_mlp_build(1)).peak_bytes
+    return roofline.get_device("h100").model_copy(update={
+        "memory_bytes": need * 3, "vendor": "Other", "name": "small test device"})
+
+
+@functools.cache
+def _mlp_max_batch() -> roofline.MaxBatch:
+    return roofline.max_batch(_mlp_build, _small())
+
+
+# (id, call, the argument the error must name, may a warning do instead)
+BAD_ARGUMENTS: list[tuple[str, Callable[[], Any], str, bool]] = [
+    ("plot.memory_timeline-ax", lambda: roofline.plot.memory_timeline(_adamw_report(), ax="x"),
+     "ax", False),
+    ("plot.batch_curve-ax", lambda: roofline.plot.batch_curve(_mlp_max_batch(), ax="x"), "ax",
+     False),
+]
+
+
+@pytest.mark.parametrize(("call", "argument", "warning_will_do"),
+                         [c[1:] for c in BAD_ARGUMENTS], ids=[c[0] for c in BAD_ARGUMENTS])
+def test_a_bad_argument_is_refused_by_name(call: Callable[[], Any], argument: str,
+                                           warning_will_do: bool) -> None:
+    """A memory chart's ``ax`` that is not an Axes (issue 22, item 10)."""
+    assert_refused_by_name(call, argument, warning_will_do)

@@ -1,4 +1,9 @@
-"""Tests of roofline.hardware.calibration: real CPU microbenchmarks, errors, cache, efficiencies."""
+"""Calibration (hardware/calibration.py): real CPU microbenchmarks, errors, cache, efficiencies.
+
+The three tests that run a real calibration are marked slow (a quick calibration takes
+several seconds on 2 shared cores); the others replace the microbenchmarks by canned
+numbers (the ``runs`` fixture) or a fake timer.
+"""
 
 from __future__ import annotations
 
@@ -99,6 +104,7 @@ def check_plausible(spec: DeviceSpec, threads: int) -> None:
         assert text in notes
 
 
+@pytest.mark.slow  # runs a real calibration
 def test_calibrate_cpu_is_plausible_and_leaves_nothing_behind(cpu_spec: DeviceSpec) -> None:
     check_plausible(cpu_spec, torch.get_num_threads())
     assert torch.is_grad_enabled()
@@ -125,6 +131,7 @@ def test_matmul_precision_context_restores_every_backend_flag() -> None:
             f.fp32_precision = value
 
 
+@pytest.mark.slow  # runs a real calibration
 def test_calibrate_one_thread_restores_thread_count() -> None:
     before = torch.get_num_threads()
     spec = calibrate("cpu", threads=1, cache=False)
@@ -143,6 +150,7 @@ def test_threads_restored_when_measuring_fails(monkeypatch: pytest.MonkeyPatch) 
     assert torch.get_num_threads() == before
 
 
+@pytest.mark.slow  # runs a real calibration
 def test_analyze_with_calibrated_spec(cpu_spec: DeviceSpec) -> None:
     trace = roofline.trace(nn.Linear(64, 32), torch.randn(8, 64))
     result = roofline.analyze(trace, cpu_spec)

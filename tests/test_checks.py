@@ -1,9 +1,11 @@
-"""Unit slips in device data are rejected, not loaded as wrong numbers (issue 13, item 10).
+"""Unit slips in device data are rejected, not loaded as wrong numbers (issue 13, item
+10): the plausibility checks (hardware/checks.py) and the parsing behind them (units.py's
+bit rates, quantities.py's one key per dtype, the file loader's duplicate keys).
 
-A decimal comma, a 1000x prefix slip that each number alone survives, a key given twice
-in one mapping (or twice under two spellings of one dtype), a launch overhead in ms for us,
-and a memory bandwidth in bits for bytes all used to load silently. Every expectation below
-is derived by hand from datasheet numbers or from the registry's own extremes, never from the
+A 1000x prefix slip that each number alone survives, a key given twice in one mapping (or
+twice under two spellings of one dtype), a launch overhead in ms for us, and a memory
+bandwidth in bits for bytes all used to load silently. Every expectation below is derived
+by hand from datasheet numbers or from the registry's own extremes, never from the
 validators' output.
 """
 
@@ -35,11 +37,13 @@ from roofline.hardware.spec import (
 )
 from roofline.hardware.units import parse_quantity
 
+pytestmark = pytest.mark.usefixtures("isolated_registry")
+
+
 SHIPPED = [spec for spec, _ in registry_module._builtin()]
+
+
 WIDE = ("fp64", "fp32")
-
-
-pytestmark = pytest.mark.usefixtures("isolated_registry")  # tests/conftest.py
 
 
 def gpu(**overrides: Any) -> dict[str, Any]:
@@ -77,30 +81,6 @@ def one_peak(spec: DeviceSpec, table: str, dtype: str, factor: float) -> dict[st
     else:
         data[table] = {dtype: rate * factor}
     return data
-
-
-# --------------------------------------------------------------------------- decimal commas
-@pytest.mark.parametrize("text", ["1,5 TB/s", "3,35 TB/s", "1,50 TB/s", "1,2345 TB/s",
-                                  "1,979,5 GB/s"])
-def test_decimal_comma_is_rejected(text: str) -> None:
-    with pytest.raises(ValueError, match="thousands separator"):
-        parse_quantity(text, "bandwidth")
-
-
-@pytest.mark.parametrize(("text", "value"), [("1,979 TFLOPS", 1979e12),
-                                             ("1,000,000 GFLOPS", 1e15),
-                                             ("2,039.5 GB/s", 2039.5e9)])
-def test_thousands_separators_still_parse(text: str, value: float) -> None:
-    kind = "bandwidth" if text.endswith("B/s") else "flops"
-    assert parse_quantity(text, kind) == pytest.approx(value, rel=1e-12)
-
-
-def test_decimal_comma_in_a_device_file_names_the_field(tmp_path: Path) -> None:
-    path = tmp_path / "eu.yaml"
-    path.write_text(yaml.safe_dump(gpu(bandwidth_bytes_per_s="1,5 TB/s")), encoding="utf-8")
-    with pytest.raises(DeviceSpecError, match=r"bandwidth_bytes_per_s.*'1.5'") as info:
-        load_device(path)
-    assert str(path) in str(info.value)
 
 
 # --------------------------------------------------------------------------- ridge bands
@@ -224,92 +204,6 @@ def test_every_shipped_gpu_and_accelerator_names_its_memory() -> None:
             assert spec.memory_type.startswith("HBM"), spec.name
 
 
-# --------------------------------------------------------------------------- duplicate keys
-def test_duplicate_key_in_yaml_names_file_line_and_key(tmp_path: Path) -> None:
-    path = tmp_path / "dup.yaml"
-    path.write_text(
-        "name: Dup GPU\n"
-        "vendor: Test\n"
-        "kind: gpu\n"
-        "bandwidth_bytes_per_s: 3.35 TB/s\n"
-        "matrix_flops_per_s: {bf16: 989.4 TFLOPS}\n"
-        "bandwidth_bytes_per_s: 335 GB/s\n",  # the last value used to win silently
-        encoding="utf-8",
-    )
-    with pytest.raises(DeviceSpecError) as info:
-        load_device(path)
-    message = str(info.value)
-    assert str(path) in message and "line 6" in message and "'bandwidth_bytes_per_s'" in message
-    assert "first at line 4" in message
-
-
-def test_duplicate_key_in_a_nested_mapping(tmp_path: Path) -> None:
-    path = tmp_path / "nested.yaml"
-    path.write_text("- name: Nested GPU\n  vendor: Test\n  kind: gpu\n"
-                    "  bandwidth_bytes_per_s: 2 TB/s\n"
-                    "  matrix_flops_per_s: {bf16: 400 TFLOPS, fp16: 400 TFLOPS, bf16: 4 TFLOPS}\n",
-                    encoding="utf-8")
-    with pytest.raises(DeviceSpecError, match=r"line 5: duplicate key 'bf16'"):
-        load_device(path)
-
-
-def test_duplicate_key_in_json(tmp_path: Path) -> None:
-    path = tmp_path / "dup.json"
-    text = json.dumps(gpu())
-    path.write_text(text[:-1] + ', "kind": "cpu"}', encoding="utf-8")
-    with pytest.raises(DeviceSpecError, match="duplicate key 'kind'"):
-        load_device(path)
-
-
-def test_yaml_loader_is_still_safe(tmp_path: Path) -> None:
-    path = tmp_path / "unsafe.yaml"
-    path.write_text("name: !!python/object/apply:os.system ['true']\n", encoding="utf-8")
-    with pytest.raises(DeviceSpecError, match="cannot parse"):
-        load_device(path)
-
-
-# --------------------------------------------------------------------------- one dtype, two keys
-@pytest.mark.parametrize(
-    ("table", "first", "second"),
-    [
-        ("matrix_flops_per_s", ("bf16", "100 TFLOPS"), ("bfloat16", "200 TFLOPS")),
-        ("matrix_sparse_flops_per_s", ("fp8", "800 TFLOPS"), ("float8_e4m3fn", "700 TFLOPS")),
-        ("vector_flops_per_s", ("fp32", "50 TFLOPS"), ("float32", "40 TFLOPS")),
-        ("depthwise_flops_per_s", ("fp16", "1 TFLOPS"), ("half", "2 TFLOPS")),
-    ],
-)
-def test_two_keys_for_one_dtype_in_a_file_are_rejected(
-    tmp_path: Path, table: str, first: tuple[str, str], second: tuple[str, str]
-) -> None:
-    # distinct keys to YAML (its duplicate-key check cannot see them), one peak to the model
-    data = gpu(name="Twice GPU", **{table: dict([first, second])})
-    path = tmp_path / "twice.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    with pytest.raises(DeviceSpecError) as info:
-        load_device(path)
-    message = str(info.value)
-    assert str(path) in message and "device 'Twice GPU'" in message
-    assert f"field '{table}'" in message
-    assert repr(first[0]) in message and repr(second[0]) in message
-
-
-def test_register_device_with_two_keys_for_one_dtype_registers_nothing() -> None:
-    data = gpu(name="Twice GPU", bandwidth_bytes_per_s="3.35 TB/s",
-               matrix_flops_per_s={"bfloat16": "989.4 TFLOPS", "bf16": "900 TFLOPS"})
-    with pytest.raises(DeviceSpecError, match=r"device 'Twice GPU'.*matrix_flops_per_s.*"
-                                              r"'bfloat16' = '989.4 TFLOPS' and 'bf16'"):
-        register_device(data)
-    with pytest.raises(UnknownDeviceError):
-        get_device("Twice GPU")
-
-
-def test_two_keys_for_one_dtype_in_a_matmul_curve_are_rejected() -> None:
-    point = {"m": 64, "n": 64, "k": 64, "flops_per_s": 1e12}
-    data = gpu(matmul_curve={"fp32": [point], "float": [point]})
-    with pytest.raises(DeviceSpecError, match=r"matmul_curve.*'fp32'.*'float'"):
-        validate_device(data, origin="test")
-
-
 # --------------------------------------------------------------------------- launch overhead
 def test_launch_overhead_band_admits_microsecond_launches() -> None:
     low, high = LAUNCH_OVERHEAD_BAND_SECONDS
@@ -415,6 +309,101 @@ def test_an_8x_bandwidth_slip_is_rejected_where_the_floor_promises(spec: DeviceS
     else:  # slow GDDR (L4 .. RTX 6000 Ada at 12.5-45 GB/s per GB): the documented gap
         assert family == "GDDR"
         validate_device(slipped, origin="test")
+
+
+# --------------------------------------------------------------------------- one dtype, two keys
+@pytest.mark.parametrize(
+    ("table", "first", "second"),
+    [
+        ("matrix_flops_per_s", ("bf16", "100 TFLOPS"), ("bfloat16", "200 TFLOPS")),
+        ("matrix_sparse_flops_per_s", ("fp8", "800 TFLOPS"), ("float8_e4m3fn", "700 TFLOPS")),
+        ("vector_flops_per_s", ("fp32", "50 TFLOPS"), ("float32", "40 TFLOPS")),
+        ("depthwise_flops_per_s", ("fp16", "1 TFLOPS"), ("half", "2 TFLOPS")),
+    ],
+)
+def test_two_keys_for_one_dtype_in_a_file_are_rejected(
+    tmp_path: Path, table: str, first: tuple[str, str], second: tuple[str, str]
+) -> None:
+    # distinct keys to YAML (its duplicate-key check cannot see them), one peak to the model
+    data = gpu(name="Twice GPU", **{table: dict([first, second])})
+    path = tmp_path / "twice.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    with pytest.raises(DeviceSpecError) as info:
+        load_device(path)
+    message = str(info.value)
+    assert str(path) in message and "device 'Twice GPU'" in message
+    assert f"field '{table}'" in message
+    assert repr(first[0]) in message and repr(second[0]) in message
+
+
+def test_register_device_with_two_keys_for_one_dtype_registers_nothing() -> None:
+    data = gpu(name="Twice GPU", bandwidth_bytes_per_s="3.35 TB/s",
+               matrix_flops_per_s={"bfloat16": "989.4 TFLOPS", "bf16": "900 TFLOPS"})
+    with pytest.raises(DeviceSpecError, match=r"device 'Twice GPU'.*matrix_flops_per_s.*"
+                                              r"'bfloat16' = '989.4 TFLOPS' and 'bf16'"):
+        register_device(data)
+    with pytest.raises(UnknownDeviceError):
+        get_device("Twice GPU")
+
+
+def test_two_keys_for_one_dtype_in_a_matmul_curve_are_rejected() -> None:
+    point = {"m": 64, "n": 64, "k": 64, "flops_per_s": 1e12}
+    data = gpu(matmul_curve={"fp32": [point], "float": [point]})
+    with pytest.raises(DeviceSpecError, match=r"matmul_curve.*'fp32'.*'float'"):
+        validate_device(data, origin="test")
+
+
+# ---------------------------------------- decimal commas and duplicate keys in device files
+
+def test_decimal_comma_in_a_device_file_names_the_field(tmp_path: Path) -> None:
+    path = tmp_path / "eu.yaml"
+    path.write_text(yaml.safe_dump(gpu(bandwidth_bytes_per_s="1,5 TB/s")), encoding="utf-8")
+    with pytest.raises(DeviceSpecError, match=r"bandwidth_bytes_per_s.*'1.5'") as info:
+        load_device(path)
+    assert str(path) in str(info.value)
+
+
+def test_duplicate_key_in_yaml_names_file_line_and_key(tmp_path: Path) -> None:
+    path = tmp_path / "dup.yaml"
+    path.write_text(
+        "name: Dup GPU\n"
+        "vendor: Test\n"
+        "kind: gpu\n"
+        "bandwidth_bytes_per_s: 3.35 TB/s\n"
+        "matrix_flops_per_s: {bf16: 989.4 TFLOPS}\n"
+        "bandwidth_bytes_per_s: 335 GB/s\n",  # the last value used to win silently
+        encoding="utf-8",
+    )
+    with pytest.raises(DeviceSpecError) as info:
+        load_device(path)
+    message = str(info.value)
+    assert str(path) in message and "line 6" in message and "'bandwidth_bytes_per_s'" in message
+    assert "first at line 4" in message
+
+
+def test_duplicate_key_in_a_nested_mapping(tmp_path: Path) -> None:
+    path = tmp_path / "nested.yaml"
+    path.write_text("- name: Nested GPU\n  vendor: Test\n  kind: gpu\n"
+                    "  bandwidth_bytes_per_s: 2 TB/s\n"
+                    "  matrix_flops_per_s: {bf16: 400 TFLOPS, fp16: 400 TFLOPS, bf16: 4 TFLOPS}\n",
+                    encoding="utf-8")
+    with pytest.raises(DeviceSpecError, match=r"line 5: duplicate key 'bf16'"):
+        load_device(path)
+
+
+def test_duplicate_key_in_json(tmp_path: Path) -> None:
+    path = tmp_path / "dup.json"
+    text = json.dumps(gpu())
+    path.write_text(text[:-1] + ', "kind": "cpu"}', encoding="utf-8")
+    with pytest.raises(DeviceSpecError, match="duplicate key 'kind'"):
+        load_device(path)
+
+
+def test_yaml_loader_is_still_safe(tmp_path: Path) -> None:
+    path = tmp_path / "unsafe.yaml"
+    path.write_text("name: !!python/object/apply:os.system ['true']\n", encoding="utf-8")
+    with pytest.raises(DeviceSpecError, match="cannot parse"):
+        load_device(path)
 
 
 # --------------------------------------------------------------------------- kind

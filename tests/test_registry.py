@@ -1,7 +1,15 @@
-"""Tests of device lookup, user device files and runtime registration."""
+"""The device registry (hardware/registry.py): the shipped data, lookup by name, user
+device files and runtime registration.
+
+Shipped data is checked against the datasheets it cites (the headline peaks and
+bandwidths below, by hand) and for internal consistency (sparse between dense and twice
+dense; ridge points 1-2000 FLOP/B). Lookup names are those ``torch.cuda.get_device_name()``
+returns (NVML, the CUDA driver, ROCm's amdgpu.ids).
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import warnings
 from pathlib import Path
@@ -22,8 +30,15 @@ from roofline.hardware import (
 )
 from roofline.hardware import registry as registry_module
 from roofline.hardware.registry import DeviceFileWarning
+from roofline.hardware.spec import DEFAULT_LAUNCH_OVERHEAD_SECONDS
 
 SHIPPED = [spec for spec, _ in registry_module._builtin()]
+
+
+IDS = [spec.name for spec in SHIPPED]
+
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(autouse=True)
@@ -55,6 +70,160 @@ def device(name: str = "My GPU", **overrides: Any) -> dict[str, Any]:
 def write_yaml(path: Path, data: Any) -> Path:
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     return path
+
+
+# --------------------------------------------------------------------------- shipped data
+
+def test_at_least_40_devices_with_unique_names() -> None:
+    assert len(SHIPPED) >= 40
+    assert len(set(IDS)) == len(IDS)
+
+
+REQUIRED = [
+    "V100 SXM2 16GB", "V100 PCIe 16GB", "T4", "A10", "A10G", "A40", "A100 SXM 40GB",
+    "A100 SXM 80GB", "A100 PCIe 40GB", "A100 PCIe 80GB", "RTX A6000", "L4", "L40S", "H100 SXM",
+    "H100 PCIe", "H100 NVL", "H200 SXM", "H200 NVL", "B200", "GB200 (per GPU)", "RTX 3090",
+    "RTX 4090", "RTX 5090", "Jetson AGX Orin 64GB", "MI100", "MI210", "MI250X", "MI300X",
+    "MI325X", "MI355X", "Gaudi 2", "Gaudi 3", "TPU v4", "TPU v5e", "TPU v5p", "TPU v6e",
+    "Apple M1", "Apple M1 Max", "Apple M2 Ultra", "Apple M3 Max", "Xeon Platinum 8480+",
+    "EPYC 9654",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", REQUIRED)
+def test_required_coverage(name: str) -> None:
+    assert get_device(name).name == name
+
+
+@pytest.mark.parametrize("spec", SHIPPED, ids=IDS)
+def test_every_device_cites_compute_and_memory(spec: DeviceSpec) -> None:
+    assert {"compute", "memory"} <= set(spec.sources)
+    assert all(url.startswith(("https://", "http://")) for url in spec.sources.values())
+
+
+@pytest.mark.parametrize("spec", SHIPPED, ids=IDS)
+def test_dense_below_sparse_below_twice_dense(spec: DeviceSpec) -> None:
+    for dtype, sparse in spec.matrix_sparse_flops_per_s.items():
+        dense = spec.matrix_flops_per_s[dtype]  # every shipped sparse figure has a dense one
+        assert dense <= sparse <= 2 * dense * 1.01
+
+
+@pytest.mark.parametrize("spec", SHIPPED, ids=IDS)
+def test_matrix_units_beat_vector_fp32(spec: DeviceSpec) -> None:
+    half = [p for p in (spec.peak_flops_per_s("bf16"), spec.peak_flops_per_s("fp16")) if p]
+    fp32 = spec.peak_flops_per_s("fp32", "vector")
+    if half and fp32:
+        assert max(half) >= fp32
+
+
+@pytest.mark.parametrize("spec", SHIPPED, ids=IDS)
+def test_ridge_points_plausible(spec: DeviceSpec) -> None:
+    ridges = [
+        spec.ridge_point("bf16", "matrix"),
+        spec.ridge_point("fp16", "matrix"),
+        spec.ridge_point("fp32", "vector"),
+    ]
+    for ridge in ridges:
+        assert ridge is None or 1 <= ridge <= 2000
+    if all(r is None for r in ridges):  # no published compute figure: the notes must say so
+        assert any("blank" in note for note in spec.notes)
+
+
+@pytest.mark.parametrize("spec", SHIPPED, ids=IDS)
+def test_device_has_no_guessed_defaults(spec: DeviceSpec) -> None:
+    assert not spec.measured
+    assert spec.efficiency == {}
+    assert spec.launch_overhead_seconds == DEFAULT_LAUNCH_OVERHEAD_SECONDS[spec.kind]
+
+
+HEADLINES = [
+    ("H100 SXM", "matrix", "bf16", 989.4e12, 3.35e12),
+    ("A100 SXM 80GB", "matrix", "bf16", 312e12, 2.039e12),
+    ("A100 SXM 40GB", "matrix", "tf32", 156e12, 1.555e12),
+    ("MI300X", "matrix", "bf16", 1307.4e12, 5.3e12),
+    ("V100 SXM2 16GB", "matrix", "fp16", 125e12, 900e9),
+    ("T4", "matrix", "fp16", 65e12, 320e9),
+    ("H200 SXM", "matrix", "fp8", 1979e12, 4.8e12),
+    ("RTX 4090", "matrix", "bf16", 165.2e12, 1008e9),
+    ("L4", "vector", "fp32", 30.3e12, 300e9),
+    ("Gaudi 3", "matrix", "bf16", 1835e12, 3.7e12),
+    ("TPU v4", "matrix", "bf16", 275e12, 1200e9),
+    ("TPU v5e", "matrix", "bf16", 197e12, 819e9),
+    ("TPU v6e", "matrix", "bf16", 918e12, 1638e9),
+    ("B200", "matrix", "bf16", 2.25e15, 8e12),
+    ("Apple M2 Ultra", "vector", "fp32", 27.2e12, 800e9),
+    ("Xeon Platinum 8480+", "vector", "fp32", 7.168e12, 307.2e9),
+]
+
+
+@pytest.mark.parametrize(("name", "unit", "dtype", "flops_per_s", "bytes_per_s"), HEADLINES)
+def test_headline_values(
+    name: str, unit: str, dtype: str, flops_per_s: float, bytes_per_s: float
+) -> None:
+    spec = get_device(name)
+    assert spec.peak_flops_per_s(dtype, unit) == pytest.approx(flops_per_s, rel=1e-9)  # type: ignore[arg-type]
+    assert spec.bandwidth_bytes_per_s == pytest.approx(bytes_per_s, rel=1e-9)
+
+
+def test_headline_sparse_and_memory() -> None:
+    h100 = get_device("H100 SXM")
+    assert h100.matrix_sparse_flops_per_s["bf16"] == pytest.approx(1978.9e12)
+    assert h100.memory_bytes == 80e9
+    assert h100.interconnect is not None and h100.interconnect.direction == "bidirectional"
+    assert get_device("T4").peak_flops_per_s("bf16") is None  # Turing has no BF16
+    assert get_device("TPU v4").memory_bytes == 32 * 2**30
+
+
+def test_geforce_fp16_accumulate_is_twice_the_fp32_accumulate_rate() -> None:
+    # NVIDIA's GeForce whitepapers (Turing, GA102, Ada, RTX Blackwell) list FP16 tensor math
+    # with FP16 accumulate at exactly twice the FP32-accumulate rate; data-centre and
+    # professional cards run both at one rate and carry no separate figure
+    geforce = [s for s in SHIPPED if s.fp16_accumulate_flops_per_s is not None]
+    assert {s.name for s in geforce} >= {"RTX 2080 Ti", "RTX 3090", "RTX 4090", "RTX 5090"}
+    for spec in geforce:
+        fp16 = spec.matrix_flops_per_s["fp16"]
+        assert spec.fp16_accumulate_flops_per_s == pytest.approx(2 * fp16, rel=0.005), spec.name
+    for name in ("A100 SXM 80GB", "H100 SXM", "RTX A6000", "TITAN RTX", "L40S"):
+        assert get_device(name).fp16_accumulate_flops_per_s is None
+    rtx4090 = get_device("RTX 4090")
+    assert rtx4090.scaled(flops_factor=2).fp16_accumulate_flops_per_s == pytest.approx(2 * 330.3e12)
+    # an overridden fp16 peak carries the fp16-accumulate rate along; removing it drops it
+    slower = rtx4090.with_overrides(matrix_flops_per_s={**rtx4090.matrix_flops_per_s,
+                                                        "fp16": "200 TFLOPS"})
+    assert slower.fp16_accumulate_flops_per_s == pytest.approx(330.3e12 * 200 / 165.2)
+    no_fp16 = {k: v for k, v in rtx4090.matrix_flops_per_s.items() if k != "fp16"}
+    assert rtx4090.with_overrides(matrix_flops_per_s=no_fp16).fp16_accumulate_flops_per_s is None
+    assert rtx4090.with_overrides(tdp_watts=400).fp16_accumulate_flops_per_s == 330.3e12
+
+
+def test_rtx_4000_ada_tensor_rate_is_derived_from_its_fp32_rate() -> None:
+    # Ada SMs: 128 FP32 lanes (256 FLOP/clk) and 1024 dense FP16 tensor FLOP/clk
+    spec = get_device("RTX 4000 Ada")
+    assert spec.matrix_flops_per_s["fp16"] == pytest.approx(
+        4 * spec.vector_flops_per_s["fp32"], rel=0.005)
+
+
+# docs/devices.md is generated from the shipped data
+def _gen_devices_module() -> Any:
+    spec = importlib.util.spec_from_file_location("gen_devices", ROOT / "docs" / "gen_devices.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_devices_md_up_to_date() -> None:
+    expected = _gen_devices_module().render_devices_markdown()
+    stored = (ROOT / "docs" / "devices.md").read_text(encoding="utf-8")
+    assert stored == expected, "run: python docs/gen_devices.py"
+    for spec in SHIPPED:
+        assert f"### {spec.name}" in stored
+        for url in spec.sources.values():
+            assert url in stored
+
+
+def test_gen_devices_check_mode() -> None:
+    assert _gen_devices_module().main(["--check"]) == 0
 
 
 # --------------------------------------------------------------------------- lookup
@@ -169,6 +338,19 @@ def test_every_cuda_visible_device_has_its_torch_name() -> None:
     assert cuda - covered == {"MI250X"}  # the whole package: torch sees its two GCDs
 
 
+def test_new_devices_resolve_by_their_torch_names() -> None:
+    assert get_device("Tesla P100-PCIE-16GB").name == "P100 PCIe 16GB"
+    assert get_device("Tesla P100-SXM2-16GB").name == "P100 SXM2 16GB"
+    assert get_device("Tesla P4").name == "P4"
+    mi250 = get_device("AMD Instinct MI250")
+    assert mi250.name == "MI250 GCD" and mi250.compute_units == 104  # ROCm: 104 active CUs
+    # half of AMD's package figures: 362.1 TFLOPS FP16, 3.2 TB/s
+    assert mi250.matrix_flops_per_s["fp16"] == pytest.approx(362.1e12 / 2)
+    assert get_device("NVIDIA L40").name == "L40"
+    assert get_device("NVIDIA L40S").name == "L40S"
+    assert get_device("AMD Instinct MI250X").name == "MI250X GCD"
+
+
 @pytest.mark.parametrize(
     ("query", "name"),
     [
@@ -189,6 +371,7 @@ def test_extra_filler_words_resolve(query: str, name: str) -> None:
     assert get_device(query).name == name
 
 
+# issue 13, item 7: names are matched word by word; partial matches never substitute
 @pytest.mark.parametrize(
     ("query", "suggested"),
     [
@@ -445,6 +628,7 @@ def test_register_device_conflicts() -> None:
     assert get_device("h100") is corrected
 
 
+# issue 13, item 3: an overwrite is atomic and keeps the old aliases
 def test_overwrite_keeps_old_aliases() -> None:
     old = get_device("H100 SXM")
     corrected = register_device(old.with_overrides(tdp_watts="600 W", aliases=["my-h100"]),

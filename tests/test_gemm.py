@@ -1,0 +1,107 @@
+"""Matmul-class ops as GEMMs (analysis/gemm.py): the share of the chip their tiles fill,
+zero-size GEMMs (issue 13, item 5) and depthwise convolutions on the vector units.
+
+The fill is counted by hand in 128 x 128 output tiles and split-K chunks of 1024 over the
+H100 SXM's 132 SMs.
+
+``_op`` builds an op with an output of (1024, 1024) and its bytes read; ``_op_4096``
+one with a (4096, 4096) output, as the GEMM fill model sees it; ``_split_op`` one with its
+bytes split between read and written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+import roofline
+from roofline.tracing import OpRecord, Trace
+
+
+def _op(category: str, flops: int, nbytes: int, kernels: int = 1,
+        shapes: tuple[tuple[int, ...], ...] = ((1024, 1024),)) -> OpRecord:
+    return OpRecord(f"aten.{category}.default", category, "forward", "", "bfloat16", flops,
+                    nbytes, 0, kernels=kernels, output_shapes=shapes)
+
+
+def _op_4096(category: str, flops: int, nbytes: int, dtype: str = "bfloat16",
+             out: tuple[int, ...] = (4096, 4096)) -> OpRecord:
+    return OpRecord(name=f"aten.{category}.default", category=category, phase="forward",
+                    module="", dtype=dtype, flops=flops, bytes_read=nbytes, bytes_written=0,
+                    output_shapes=(out,))
+
+
+def test_small_matmul_cannot_fill_the_chip() -> None:
+    h100 = roofline.get_device("h100")
+    small = _op_4096("matmul", 2 * 128 * 128 * 512, 10, out=(128, 128))  # one tile, short K
+    a = roofline.analyze(Trace([small]), h100, overhead=False)
+    assert a.fill[0] == pytest.approx(1 / h100.compute_units)
+    # a long reduction is split (split-K): 64 chunks of 1024
+    long_k = _op_4096("matmul", 2 * 128 * 128 * 65536, 10, out=(128, 128))
+    assert roofline.analyze(Trace([long_k]), h100).fill[0] == pytest.approx(64 / 132)
+
+
+def test_skinny_matmul_is_memory_bound() -> None:
+    # decode-like (8 x 4096) @ (4096 x 4096) in bf16: the weights dominate the bytes
+    m, k, n = 8, 4096, 4096
+    op = _op_4096("matmul", 2 * m * k * n, 2 * (m * k + k * n + m * n), out=(m, n))
+    a = roofline.analyze(Trace([op]), "h100", overhead=False)
+    # ceil(8/128) x ceil(4096/128) = 32 tiles x 4 split-K chunks = 128 of 132 units
+    assert a.fill[0] == pytest.approx(128 / 132)
+    assert a.bound == ["memory"]
+    assert roofline.what_if(Trace([op]), "h100", flops=2.0, overhead=False).speedup == (
+        pytest.approx(1.0))
+
+
+# issue 13, item 5
+def test_empty_gemm_costs_no_compute_time() -> None:
+    # (0 x 1024) @ (1024 x 1024): no output tiles, no FLOPs, no compute time
+    empty = _op("matmul", 0, 4 * 1024 * 1024, shapes=((0, 1024),))
+    a = roofline.analyze(Trace([empty]), "a100", overhead=False, peaks="datasheet")
+    assert a.compute_seconds[0] == 0.0
+    assert a.memory_seconds[0] == pytest.approx(4 * 1024 * 1024 / 2.039e12)  # A100 SXM 80GB
+
+
+def test_depthwise_convolution_runs_on_the_vector_units() -> None:
+    a100 = roofline.get_device("a100")
+
+    def conv(weight: tuple[int, ...], x: tuple[int, ...], backward: bool = False) -> OpRecord:
+        shapes = ((8, 64, 56, 56), x, weight) if backward else (x, weight)
+        return OpRecord(name=f"aten.convolution{'_backward' if backward else ''}.default",
+                        category="conv", phase="forward", module="", dtype="bfloat16",
+                        flops=10**12, bytes_read=1, bytes_written=0, input_shapes=shapes,
+                        output_shapes=((8, 64, 56, 56),), backward_kernel=backward)
+
+    depthwise = conv((64, 1, 3, 3), (8, 64, 56, 56))
+    depthwise_bwd = conv((64, 1, 3, 3), (8, 64, 56, 56), backward=True)
+    grayscale = conv((64, 1, 3, 3), (8, 1, 56, 56))  # one input channel, one group: a GEMM
+    dense = conv((64, 64, 3, 3), (8, 64, 56, 56))
+    # ConvTranspose2d(64, 1, 3): weight (C_in, C_out / groups, 3, 3) = (64, 1, 3, 3), 1 output
+    transposed = OpRecord(name="aten.convolution.default", category="conv", phase="forward",
+                          module="", dtype="bfloat16", flops=10**12, bytes_read=1,
+                          bytes_written=0, input_shapes=((8, 64, 56, 56), (64, 1, 3, 3)),
+                          output_shapes=((8, 1, 58, 58),))
+    a = roofline.analyze(Trace([depthwise, depthwise_bwd, grayscale, dense, transposed]), a100,
+                         overhead=False)
+    assert [str(e) for e in a.engine] == ["vector bf16", "vector bf16", "matrix bf16",
+                                          "matrix bf16", "matrix bf16"]
+    assert a.op_seconds[0] == pytest.approx(10**12 / a100.peak_flops_per_s("bf16", "vector"))
+    assert any("depthwise" in note for note in a.assumptions)
+    # a calibrated depthwise rate replaces the vector peak for its own dtype only
+    measured = a100.with_overrides(depthwise_flops_per_s={"bf16": 2e12})
+    b = roofline.analyze(Trace([depthwise, depthwise_bwd, dense]), measured, overhead=False)
+    assert b.op_seconds[:2] == pytest.approx([0.5, 0.5])  # backward at the forward's rate
+    both = measured.with_overrides(depthwise_backward_flops_per_s={"bf16": 4e12})
+    c = roofline.analyze(Trace([depthwise, depthwise_bwd]), both, overhead=False)
+    assert c.op_seconds == pytest.approx([0.5, 0.25])
+    assert b.op_seconds[2] == pytest.approx(a.op_seconds[3])
+    assert any("calibrated depthwise rate" in note for note in b.assumptions)
+    fp32 = roofline.analyze(Trace([replace(depthwise, dtype="float32")]), measured,
+                            overhead=False)
+    assert fp32.op_seconds[0] == pytest.approx(10**12 / a100.peak_flops_per_s("fp32", "vector"))
+    # what-if devices scale it with the peaks; a new vector peak rescales it
+    assert measured.scaled(flops_factor=2).depthwise_flops_per_s["bf16"] == pytest.approx(4e12)
+    vector = dict(measured.vector_flops_per_s, bf16=2 * measured.vector_flops_per_s["bf16"])
+    assert measured.with_overrides(vector_flops_per_s=vector).depthwise_flops_per_s["bf16"] == (
+        pytest.approx(4e12))

@@ -1,0 +1,51 @@
+"""Plain-text tables (presentation/tables.py, presentation/devices.py): one renderer
+aligns every table; the device table and JSON show the registry's datasheet figures.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from roofline.hardware import DeviceSpec, get_device
+from roofline.hardware import registry as registry_module
+from roofline.presentation.devices import devices_to_json, format_devices_table
+
+SHIPPED = [spec for spec, _ in registry_module._builtin()]  # shipped devices only
+IDS = [spec.name for spec in SHIPPED]
+
+
+def test_one_table_renderer_aligns_every_table() -> None:
+    """The analysis, device, memory and collective tables share tables._table: names
+    left-aligned, numbers right-aligned, a rule under the header only when asked for, and
+    a given width kept as a format spec keeps it."""
+    from roofline.presentation.tables import _table
+
+    assert _table(["op", "time"], [["mm", "1 ms"], ["add", "12 us"]], left=1) == (
+        "op    time\n---  -----\nmm    1 ms\nadd  12 us")
+    assert _table(["kind", "bytes"], [["input", "8 B"]], left=1, sep=" ", indent="  ",
+                  rule=False, widths=(6, 6)) == ("  kind    bytes\n  input     8 B")
+    assert _table(None, [["tensors", "1 GB"]], left=1, widths=(3, 5)) == "tensors   1 GB"
+
+
+# --- devices (presentation/devices.py) ----------------------------------------------------
+
+@pytest.mark.usefixtures("isolated_registry")
+def test_format_devices_table() -> None:
+    text = format_devices_table([get_device("H100 SXM"), get_device("T4")])
+    lines = text.splitlines()
+    assert lines[0].startswith("Name") and "BF16 matrix TFLOPS" in lines[0]
+    h100_row = next(line for line in lines if line.startswith("H100 SXM"))
+    for cell in ("NVIDIA", "989.4", "66.9", "3.350", "80", "295"):
+        assert cell in h100_row.split()
+    t4_row = next(line for line in lines if line.startswith("T4"))
+    assert t4_row.split()[2] == "-"  # no BF16 on Turing
+    assert len(format_devices_table(SHIPPED).splitlines()) == len(SHIPPED) + 2
+
+
+@pytest.mark.usefixtures("isolated_registry")
+def test_devices_to_json() -> None:
+    data = json.loads(devices_to_json(SHIPPED[:3]))
+    assert [item["name"] for item in data] == IDS[:3]
+    assert DeviceSpec.model_validate(data[0]) == SHIPPED[0]

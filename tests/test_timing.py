@@ -1,0 +1,253 @@
+"""``roofline.analyze`` (analysis/timing.py): which roof bounds each op, and how long
+it takes.
+
+Expected times are derived by hand from datasheet peaks (H100 SXM: 989.4 TFLOP/s dense
+bf16, 3.35 TB/s; A100 SXM 80GB: 2.039 TB/s) and the formulas in the docstrings: the classic
+roofline (the max of the roofs), then the additive overhead T = a + max(compute, memory)
+(issue 15). Issue 13 (items 5, 12, 13): zero-size ops, every shipped device, wrong types.
+
+``_op`` builds an op with an output of (1024, 1024) and its bytes read; ``_op_4096``
+one with a (4096, 4096) output, as the GEMM fill model sees it; ``_split_op`` one with its
+bytes split between read and written.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import roofline
+from roofline import RooflineWarning
+from roofline.hardware.curves import MemoryPoint
+from roofline.tracing import OpRecord, Trace
+from roofline.zoo import get_model
+
+
+def _op(category: str, flops: int, nbytes: int, kernels: int = 1,
+        shapes: tuple[tuple[int, ...], ...] = ((1024, 1024),)) -> OpRecord:
+    return OpRecord(f"aten.{category}.default", category, "forward", "", "bfloat16", flops,
+                    nbytes, 0, kernels=kernels, output_shapes=shapes)
+
+
+def _op_4096(category: str, flops: int, nbytes: int, dtype: str = "bfloat16",
+             out: tuple[int, ...] = (4096, 4096)) -> OpRecord:
+    return OpRecord(name=f"aten.{category}.default", category=category, phase="forward",
+                    module="", dtype=dtype, flops=flops, bytes_read=nbytes, bytes_written=0,
+                    output_shapes=(out,))
+
+
+def _split_op(category: str, flops: int, nbytes: int, dtype: str = "bfloat16",
+              kernels: int = 1) -> OpRecord:
+    return OpRecord(name=f"aten.{category}.default", category=category, phase="forward",
+                    module="", dtype=dtype, flops=flops, bytes_read=nbytes // 2,
+                    bytes_written=nbytes - nbytes // 2, kernels=kernels,
+                    output_shapes=((8192, 8192),))
+
+
+#: The classic roofline on datasheet peaks: the time of an op is the max of its roofs.
+CLASSIC = {"peaks": "datasheet", "overhead_model": "max"}
+
+
+H100_BF16, H100_BANDWIDTH = 989.4e12, 3.35e12  # H100 SXM datasheet (registry sources)
+
+
+DATASHEET = {"peaks": "datasheet"}
+
+
+# --- the roofs ----------------------------------------------------------------------------
+
+def test_single_ops_follow_the_datasheet_roofs() -> None:
+    h100 = roofline.get_device("h100")
+    big_mm = _op_4096("matmul", 2 * 8192**3, 3 * 8192**2 * 2)
+    add = _op_4096("pointwise", 10**8, 3 * 10**8 * 2)
+    tiny = _op_4096("pointwise", 10, 30)
+    a = roofline.analyze(Trace([big_mm, add, tiny]), h100, **CLASSIC)
+    assert a.bound == ["compute", "memory", "overhead"]
+    assert a.op_seconds[0] == pytest.approx(big_mm.flops / 989.4e12)
+    assert a.op_seconds[1] == pytest.approx(add.bytes / 3.35e12)
+    assert a.op_seconds[2] == pytest.approx(h100.launch_overhead_seconds)
+    # a matmul's ridge point is bf16 peak / bandwidth
+    assert a.ridge_point[0] == pytest.approx(989.4e12 / 3.35e12)
+
+
+def test_ridge_point_is_where_the_time_model_switches_bound() -> None:
+    """An op above its reported ridge point is compute-bound, below it memory-bound, also
+    on a calibrated memory curve where the flat bandwidth would give another ridge."""
+    h100 = roofline.get_device("h100")
+    curve = [MemoryPoint(bytes=2**k, bytes_per_s=bw) for k, bw in
+             ((10, 1e10), (20, 5e11), (30, 3e12))]
+    calibrated = h100.with_overrides(memory_curve=curve)
+    ops = [_op("matmul", f, b) for f in (10**6, 10**9, 10**12) for b in (2**12, 2**22, 2**28)]
+    for spec in (h100, calibrated):
+        a = roofline.analyze(Trace(ops), spec, overhead=False)
+        for i, bound in enumerate(a.bound):
+            if a.intensity[i] > a.ridge_point[i] * (1 + 1e-9):
+                assert bound == "compute", (spec.name, i)
+            elif a.intensity[i] < a.ridge_point[i] * (1 - 1e-9):
+                assert bound == "memory", (spec.name, i)
+    flat = roofline.analyze(Trace(ops), calibrated, overhead=False)
+    assert flat.ridge_point[0] != pytest.approx(989.4e12 / 3.35e12)  # the curve's, not flat
+
+
+def test_seconds_with_scales_named_roofs() -> None:
+    t = Trace([_op("matmul", 10**12, 10**6), _op("pointwise", 10**3, 10**10)])
+    a = roofline.analyze(t, "h100", overhead=False, peaks="datasheet")
+    compute, memory = 10**12 / 989.4e12, 10**10 / 3.35e12  # H100 SXM datasheet
+    assert a.seconds == pytest.approx(compute + memory)
+    assert a.seconds_with(compute=2.0) == pytest.approx(compute / 2 + memory)
+    assert a.seconds_with(memory=math.inf) == pytest.approx(compute)
+    with pytest.raises(ValueError, match="unknown roof"):
+        a.seconds_with(link=2.0)
+
+
+def test_seconds_with_refuses_a_bool_factor() -> None:
+    a = roofline.analyze(Trace([_op("matmul", 10**12, 10**6)]), "a100")
+    with pytest.raises(ValueError, match="compute factor"):
+        a.seconds_with(compute=True)
+
+
+def test_ops_that_take_no_time_have_no_bound() -> None:
+    view = OpRecord("aten.t.default", "view", "forward", "", "float32", 0, 0, 0, kernels=0)
+    mm = _op("matmul", 2 * 64**3, 3 * 64 * 64 * 2)
+    c = roofline.compare(Trace([view, mm]), "a100", "h100")
+    assert c.src.bound[0] == "none"
+    assert "none" not in c.src.by_bound()
+    assert all("view" not in cats for cats in c.reasons().categories.values())
+
+
+def test_uncounted_ops_are_costed_by_bytes_and_reported() -> None:
+    t = Trace([OpRecord("aten.foo.default", "uncounted", "forward", "", "float32", 0, 10**9, 0,
+                        counted=False)])
+    a = roofline.analyze(t, "h100")
+    assert a.bound == ["memory"]
+    assert a.uncounted_share() == {"bytes": 1.0, "seconds": 1.0}
+    assert any("no FLOP formula" in n for n in a.assumptions)
+
+
+# --- the overhead (issue 15) --------------------------------------------------------------
+
+def test_overhead_adds_to_the_slower_of_compute_and_memory() -> None:
+    """T = a + max(flops / P, bytes / B): a 10 MB copy on an H100 takes its transfer
+    (10e6 / 3.35e12 = 3.0 us) plus the launch constant, not the max of the two."""
+    h100 = roofline.get_device("h100")
+    a_s = h100.launch_overhead_seconds
+    copy = _split_op("pointwise", 0, 10_000_000)
+    big = _split_op("matmul", 2 * 8192**3, 3 * 8192**2 * 2)
+    add = roofline.analyze(Trace([copy, big]), h100, **DATASHEET)
+    classic = roofline.analyze(Trace([copy, big]), h100, **DATASHEET, overhead_model="max")
+    transfer = 10_000_000 / H100_BANDWIDTH
+    assert add.op_seconds[0] == pytest.approx(a_s + transfer)
+    assert classic.op_seconds[0] == pytest.approx(max(a_s, transfer))
+    assert add.op_seconds[1] == pytest.approx(a_s + big.flops / H100_BF16)
+    # a kernel whose transfer is comparable to its launch: additive is up to 2x slower
+    assert 1 < add.op_seconds[0] / classic.op_seconds[0] <= 2
+    # what-ifs scale the roofs and keep the form: infinite bandwidth leaves the launch
+    assert add.seconds_with(memory=float("inf")) == pytest.approx(
+        2 * a_s + big.flops / H100_BF16)
+
+
+def test_overhead_bound_op_is_the_one_whose_overhead_exceeds_both_roofs() -> None:
+    tiny = _split_op("pointwise", 10, 30)
+    a = roofline.analyze(Trace([tiny]), "h100", **DATASHEET)
+    assert a.bound == ["overhead"]
+    assert a.by_bound()["overhead"]["fraction"] == pytest.approx(1.0)
+
+
+# --- zero-size ops (issue 13, item 5) -----------------------------------------------------
+
+class _Experts(nn.Module):
+    """Two experts; the second gets no tokens (an empty mixture-of-experts slice)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(16, 16), nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.a(x).sum() + self.b(x[:0]).sum()
+
+
+@pytest.mark.parametrize("build", [
+    lambda: (_Experts(), torch.randn(8, 16)),
+    lambda: (nn.Linear(16, 16), torch.randn(0, 16)),
+    lambda: (nn.Conv2d(3, 8, 3), torch.randn(0, 3, 16, 16)),
+])
+def test_zero_size_matmuls_and_convs_give_finite_times(build) -> None:  # type: ignore[no-untyped-def]
+    model, x = build()
+    t = roofline.trace(model, x)
+    for device in ("a100", "h100", "t4"):
+        a = roofline.analyze(t, device)
+        assert np.isfinite(a.op_seconds).all() and math.isfinite(a.seconds)
+    c = roofline.compare(t, "a100", "h100")
+    assert math.isfinite(c.speedup) and c.speedup > 0
+    assert "nan" not in roofline.explain(c)
+
+
+# --- every device (issue 13, item 12) -----------------------------------------------------
+
+_FAMILIES = {  # the zoo's families at their smallest useful sizes
+    "mlp": {}, "resnet50": {"batch_size": 1, "image_size": 64},
+    "mobilenet": {"batch_size": 1, "image_size": 64}, "gpt2": {"batch_size": 1, "seq_len": 32},
+    "bert-base": {"batch_size": 1, "seq_len": 32}, "vit-b16": {"batch_size": 1},
+    "llama-tiny": {"batch_size": 1, "seq_len": 32},
+    "transformer": {"batch_size": 1, "seq_len": 16},
+}
+
+
+@pytest.fixture(scope="module")
+def bf16_steps() -> dict[str, Trace]:
+    out = {}
+    for name, kw in _FAMILIES.items():
+        zm = get_model(name, **kw)
+        opt = torch.optim.AdamW(zm.model.parameters(), foreach=True)
+        with warnings.catch_warnings(), torch.autocast("cpu", dtype=torch.bfloat16):
+            warnings.simplefilter("ignore")
+            out[name] = roofline.trace(zm.model, *zm.train_inputs, train=True, optimizer=opt,
+                                       fake=True)
+    return out
+
+
+@pytest.mark.parametrize("device", [d.name for d in roofline.list_devices()])
+def test_every_shipped_device_analyses_the_zoo_bf16_training_steps(
+        device: str, bf16_steps: dict[str, Trace]) -> None:
+    for name, t in bf16_steps.items():
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            a = roofline.analyze(t, device)
+        assert math.isfinite(a.seconds) and a.seconds > 0, (name, device)
+        # a device with a gap in its peaks says so, in the result and as a warning
+        gaps = [str(w.message) for w in caught if issubclass(w.category, RooflineWarning)]
+        assert (a.unrated_flops_share > 0) == bool(gaps), (name, device)
+        assert all(g in a.assumptions for g in gaps)
+        # the step is at least as long as its bytes at the datasheet bandwidth
+        assert a.seconds >= t.total_bytes / a.device.bandwidth_bytes_per_s * (1 - 1e-9)
+
+
+# --- wrong input (issue 13, item 13) ------------------------------------------------------
+
+def test_analyze_a_model_says_trace_it_first() -> None:
+    with pytest.raises(TypeError, match=r"roofline\.trace"):
+        roofline.analyze(nn.Linear(2, 2), "a100")  # type: ignore[arg-type]
+
+
+def test_unknown_device_suggests_names() -> None:
+    with pytest.raises(LookupError, match="H100"):
+        roofline.analyze(Trace([]), "h1000")
+
+
+# --- end to end ---------------------------------------------------------------------------
+
+def test_mlp_train_analysis_runs_end_to_end() -> None:
+    model = nn.Sequential(nn.Linear(64, 64), nn.GELU(), nn.Linear(64, 8))
+    t = roofline.trace(model, torch.randn(16, 64), train=True, loss_fn=lambda o: o.sum())
+    a = roofline.analyze(t, "l4")
+    df = a.to_dataframe()
+    assert len(df) == len(t) and set(df["bound"]) <= {"compute", "memory", "overhead", "none"}
+    # "none" is the bound of exactly the ops that take no time (views)
+    assert ((df["bound"] == "none") == (df["seconds"] == 0)).all()
+    assert sum(v["fraction"] for v in a.by_bound().values()) == pytest.approx(1.0)
+    assert "ms/step" in repr(a)
