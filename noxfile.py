@@ -25,7 +25,7 @@ def quick(session: nox.Session) -> None:
 @nox.session
 def lint(session: nox.Session) -> None:
     session.install("ruff")
-    session.run("ruff", "check", "roofline", "tests", "benchmarks", "docs")
+    session.run("ruff", "check", "roofline", "tests", "benchmarks", "docs", ".ci")
 
 
 @nox.session(python=["3.11"])

@@ -12,6 +12,11 @@ registry, which may not import each other, both raise from here.
 
 from __future__ import annotations
 
+import os
+import sys
+import warnings
+from types import FrameType
+
 __all__ = [
     "AmbiguousDeviceError",
     "CalibrationError",
@@ -33,6 +38,26 @@ class RooflineError(Exception):
 
 class RooflineWarning(UserWarning):
     """A capture or analysis gap the user should know about (base of roofline's warnings)."""
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def warn(message: str, category: type[Warning] = RooflineWarning) -> None:
+    """Warn at the user's line: the caller of the outermost roofline frame on the stack.
+
+    A fixed ``stacklevel`` points into the library whenever the call path changes (and inside
+    a traced model the user's own forward sits between two roofline frames); Python 3.12's
+    ``skip_file_prefixes`` does this, but 3.10 lacks it.
+    """
+    frame: FrameType | None = sys._getframe(1)  # the caller, level 1 (stacklevel 2)
+    level, outermost = 1, 0  # 0: no roofline frame, the caller is the user's
+    while frame is not None:
+        if frame.f_code.co_filename.startswith(_PACKAGE):
+            outermost = level
+        frame, level = frame.f_back, level + 1
+    # level L is stacklevel L + 1; the user's line is the frame out of the outermost one
+    warnings.warn(message, category, stacklevel=outermost + 2)
 
 
 # --- capture -----------------------------------------------------------------------------

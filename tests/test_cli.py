@@ -43,11 +43,123 @@ def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
 
 
 def test_analyze_prints_table_and_comparison(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["analyze", "mlp", "--device", "h100", "--compare", "a100", "--train"]) == 0
+    assert main(["analyze", "mlp", "--device", "h100", "--compare", "a100", "--train",
+                 "--dtype", "bf16"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("H100 SXM: predicted step")
+    assert out.startswith("mlp (batch 64, bf16, training step) on H100 SXM: ")
     assert "H100 SXM -> A100 SXM 80GB: predicted speedup" in out
     assert "by bound:" in out and "addmm" in out
+
+
+# --- issue 24, item 2: the answer first ---------------------------------------------------
+
+def _mlp_trace(dtype: torch.dtype | None) -> roofline.Trace:
+    """The CLI's ``mlp --train`` step (AdamW, foreach), traced through the Python API."""
+    zm = get_model("mlp")
+    opt = torch.optim.AdamW(zm.model.parameters(), foreach=True)
+    if dtype is None:
+        return roofline.trace(zm.model, *zm.train_inputs, train=True, optimizer=opt,
+                              fake=True)
+    with torch.autocast("cpu", dtype=dtype):
+        return roofline.trace(zm.model, *zm.train_inputs, train=True, optimizer=opt,
+                              fake=True)
+
+
+def test_the_first_lines_carry_the_answer(capsys: pytest.CaptureFixture[str]) -> None:
+    """At most six lines before the first blank one: the step and its split, 2x FLOP/s and
+    2x bandwidth with the Amdahl ceilings, the device swap; the numbers are the Python
+    API's. The assumptions are printed once."""
+    assert main(["analyze", "mlp", "--device", "a100", "--compare", "h100", "--train",
+                 "--dtype", "bf16"]) == 0
+    out = capsys.readouterr().out
+    box = out.split("\n\n")[0].splitlines()
+    assert len(box) <= 6
+    t = _mlp_trace(torch.bfloat16)
+    a = roofline.analyze(t, "a100")
+    flops2, bw2 = (roofline.what_if(t, "a100", flops=2).speedup,
+                   roofline.what_if(t, "a100", bandwidth=2).speedup)
+    limits = roofline.compare(t, "a100", "a100").speedup_limits()
+    swap = roofline.compare(t, "a100", "h100").speedup
+    split = {b: v["fraction"] for b, v in a.by_bound().items()}
+    assert box[0] == (f"mlp (batch 64, bf16, training step) on A100 SXM 80GB: "
+                      f"{a.seconds * 1e6:.4g} us per step (compute {split['compute']:.0%}, "
+                      f"memory {split['memory']:.0%}, overhead {split['overhead']:.0%})")
+    assert box[1] == (f"2x FLOP/s: {flops2:.2f}x   2x bandwidth: {bw2:.2f}x   at most "
+                      f"{limits['infinite_flops']:.2f}x with infinite FLOP/s, "
+                      f"{limits['infinite_bandwidth']:.2f}x with infinite bandwidth")
+    assert box[2].startswith(f"A100 SXM 80GB -> H100 SXM: {swap:.2f}x (")
+    assert out.count("assumptions:") == 1
+
+
+def test_verbose_lists_every_assumption(capsys: pytest.CaptureFixture[str]) -> None:
+    """GPT-2 with dropout: attention and dropout traced as CUDA runs them, and both
+    devices' figures; the short form shows some and counts the rest."""
+    argv = ["analyze", "gpt2", "--device", "a100", "--compare", "h100", "--train", "--dtype",
+            "bf16", "--batch-size", "1", "--seq-len", "64"]
+    assert main(argv) == 0
+    short = capsys.readouterr().out.split("assumptions:\n")[1].splitlines()
+    assert main([*argv, "-v"]) == 0
+    full = capsys.readouterr().out.split("assumptions:\n")[1].splitlines()
+    shown = [line for line in short if line.startswith("  - ")]
+    (more,) = [line for line in short if line.startswith("  ... and ")]
+    hidden = int(more.split()[2])
+    assert len(full) == len(shown) + hidden and hidden >= 1
+    assert set(shown) < set(full) and not [ln for ln in full if "-v lists" in ln]
+
+
+@pytest.mark.parametrize("command", ["analyze", "what-if"])
+def test_a_gpu_in_fp32_by_default_says_so_first(command: str,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([command, "mlp", "--device", "a100"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("note: analysed in fp32, the default") and "--dtype bf16" in first
+    assert main([command, "mlp", "--device", "a100", "--dtype", "fp32"]) == 0
+    assert not capsys.readouterr().out.startswith("note:")  # asked for: no note
+
+
+def test_what_if_answers_the_question_asked(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["what-if", "mlp", "--device", "a100", "--bandwidth", "2", "--train",
+                 "--dtype", "bf16"]) == 0
+    box = capsys.readouterr().out.split("\n\n")[0].splitlines()
+    asked = roofline.what_if(_mlp_trace(torch.bfloat16), "a100", bandwidth=2)
+    assert box[1].startswith(f"what if A100 SXM 80GB (2x bandwidth): {asked.speedup:.2f}x (")
+
+
+# --- issue 24, item 4: the op table --------------------------------------------------------
+
+def test_the_op_table_groups_calls_by_op_and_shapes(capsys: pytest.CaptureFixture[str]) -> None:
+    """GPT-2 small, 2 x 64 tokens: each of the 12 blocks runs its MLP's up-projection
+    (128 x 768 @ 768 x 3072, bias 3072) once, so that is one row of 12 calls; the LM head
+    (tied to the 50257 x 768 embedding) one row of 1."""
+    assert main(["analyze", "gpt2", "--device", "a100", "--batch-size", "2", "--seq-len",
+                 "64", "--top", "200"]) == 0
+    rows = {}
+    for line in capsys.readouterr().out.splitlines():
+        label, _, rest = line.partition("  ")
+        if rest and rest.split()[0].isdigit():
+            rows[label] = int(rest.split()[0])
+    assert rows["addmm 3072 128x768 768x3072"] == 12
+    assert rows["mm 128x768 768x50257"] == 1
+
+
+@pytest.mark.parametrize("group_by", ["op", "module", "category"])
+def test_group_by_and_csv_agree_with_the_python_groups(group_by: str, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]
+                                                        ) -> None:
+    import pandas as pd
+
+    from roofline.presentation.groups import grouped
+
+    path = tmp_path / "ops.csv"
+    assert main(["analyze", "mlp", "--device", "a100", "--train", "--dtype", "bf16",
+                 "--group-by", group_by, "--csv", str(path)]) == 0
+    capsys.readouterr()
+    df = pd.read_csv(path)
+    groups = grouped(roofline.analyze(_mlp_trace(torch.bfloat16), "a100"), group_by)
+    assert len(df) == len(groups)
+    assert df["count"].sum() == sum(g.count for g in groups.values())
+    assert df["flops"].sum() == sum(g.flops for g in groups.values())
+    assert set(df["label"]) == {g.label for g in groups.values()}
 
 
 def test_analyze_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
@@ -386,8 +498,8 @@ def test_memory_max_batch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
 
 def test_analyze_has_a_memory_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["analyze", "mlp", "--device", "a100", "--train"]) == 0
-    last = capsys.readouterr().out.strip().splitlines()[-1]
-    assert last.startswith("memory: peak ") and "fits A100 SXM 80GB's 80 GB" in last
+    (line,) = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("memory: ")]
+    assert line.startswith("memory: peak ") and "fits A100 SXM 80GB's 80 GB" in line
     data = _json(capsys, "analyze", "mlp", "--device", "a100", "--train")
     assert data["memory"]["fits"] and data["memory"]["peak_bytes"] > 16 * MLP_PARAMS
     assert main(["analyze", "mlp", "--device", "Xeon Platinum 8480+"]) == 0
@@ -487,10 +599,22 @@ def test_tensor_parallel_from_the_cli(argv: list[str],
 @pytest.mark.parametrize("model", ["resnet50", "mobilenet"])
 def test_tensor_parallel_of_a_cnn_from_the_cli(model: str,
                                                capsys: pytest.CaptureFixture[str]) -> None:
-    """Either it traces (everything replicated) or it says what to run instead; advice
-    to pass a Python plan is not something the command line can act on."""
-    code = main(["analyze", model, "--batch-size", "2", *TP])
+    """It traces, everything replicated, and the warning names what to run instead
+    (a Python plan is not something the command line can act on)."""
+    assert main(["analyze", model, "--batch-size", "2", *TP]) == 0
     err = capsys.readouterr().err
-    if code != 0:
-        assert "pass the plan" not in err and "Parallel(" not in err
-        assert "ddp" in err or "fsdp" in err
+    assert "parallel='ddp' or 'fsdp' (--parallel ddp|fsdp)" in err
+    assert "pass the plan" not in err and "Parallel(" not in err
+
+
+def test_gpus_output_opens_with_the_answer(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze", "mlp", "--device", "h100", "--train", "--dtype", "bf16",
+                 "--gpus", "8", "--parallel", "ddp"]) == 0
+    out = capsys.readouterr().out
+    first, second = out.splitlines()[:2]
+    # the zoo MLP's batch of 64 per GPU: 512 over eight
+    assert first.startswith("mlp (batch 512, bf16, training step) on 8x H100 SXM (ddp over "
+                            "NVLink 4): ")
+    assert "per step" in first and "samples/s" in first
+    assert "x one GPU (" in second and "exposed" in second
+    assert "ParallelAnalysis(" not in out and out.count("assumptions:") <= 1

@@ -4,6 +4,7 @@ text reprs, and the CLI's page holds the charts, tables, explanation and assumpt
 from __future__ import annotations
 
 import base64
+import json
 import re
 from html import unescape
 
@@ -73,15 +74,25 @@ def test_page_has_charts_tables_explanation_and_assumptions(trace: Trace) -> Non
     c = roofline.compare(trace, "a100", "h100")
     html = page(c)
     images = re.findall(r'src="data:image/png;base64,([^"]+)"', html)
-    assert len(images) == 3  # roofline chart, speedup curve, time breakdown
+    assert len(images) == 2  # speedup curve, time breakdown
     assert all(base64.b64decode(i).startswith(b"\x89PNG") for i in images)
+    # the roofline chart inline, as SVG, its points' tooltips beside it (issue 24, item 7)
+    assert html.count("<svg") == 1 and '<g id="points">' in html
+    tips = json.loads(re.search(r'id="tips">(.*?)</script>', html, re.S)[1])
+    points = {t["label"]: t for gid in ("points", "points:clipped") for t in tips.get(gid, [])}
+    assert set(points) == {"mm", "add.Tensor", "mul.Tensor"}  # no shapes recorded
+    assert points["mm"]["FLOPs"] == "137 GFLOP"  # 2 x 4096^3
+    assert points["mm"]["bytes"] == "101 MB"  # three 4096^2 bf16 matrices
     text = unescape(html)
     assert roofline.explain(c, assumptions=False) in text
     assert f"{c.speedup:.2f}x" in text
     assert seconds(c.src.seconds) in text and seconds(c.dst.seconds) in text
     for note in c.src.assumptions:
         assert note in text
-    assert "http" not in html.split("<body>")[1]  # self-contained: nothing fetched
+    # self-contained: no stylesheet, script or image to fetch (the SVG's xmlns URIs are
+    # names, never fetched)
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", html)
+    assert "<link" not in html and "<script src" not in html
 
 
 def test_cli_writes_plot_and_html(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:

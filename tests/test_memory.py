@@ -26,6 +26,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -211,6 +212,9 @@ def test_memtracker_under_fake_mode_agrees_on_the_categories() -> None:
     ours = roofline.memory(_train_trace(fake=True))
     with FakeTensorMode():
         model, opt, x = _stepped_mlp()
+        # the fake trace runs AdamW's foreach kernels, as CUDA does; left to itself, torch
+        # would run fake CPU tensors through the per-parameter loop
+        opt.param_groups[0]["foreach"] = True
         tracker = MemTracker()
         tracker.track_external(model, opt, x)
         with tracker:
@@ -844,3 +848,32 @@ def test_a_bad_argument_is_refused_by_name(call: Callable[[], Any], argument: st
                                            warning_will_do: bool) -> None:
     """``memory``, ``fits``, ``max_batch`` and ``compare_at_max_batch`` (issue 22, item 10)."""
     assert_refused_by_name(call, argument, warning_will_do)
+
+
+# --- issue 24, item 8: the fit passes through the batches it prints -------------------------
+
+def _adamw_build(batch: int) -> roofline.Trace:
+    """Two 512 x 512 layers with AdamW: the optimizer's peak (parameters, gradients, two
+    moments and its foreach temporaries, ~10 MB at any batch) holds small batches, the
+    activations (a few kB per sample) large ones."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 512))
+    opt = torch.optim.AdamW(model.parameters())
+    return roofline.trace(model, torch.randn(batch, 512), train=True, optimizer=opt,
+                          loss_fn=lambda y: y.sum(), fake=True)
+
+
+def test_max_batch_fit_is_the_envelope_through_every_traced_batch() -> None:
+    m = roofline.max_batch(_adamw_build, _device(40 * 2 ** 20, vendor="Other"))
+    assert m.affine and len(m.pieces) >= 2
+    assert m.pieces[0].bytes_per_sample < m.pieces[-1].bytes_per_sample
+    assert (m.pieces[-1].bytes_per_sample, m.pieces[-1].fixed_bytes) == (
+        m.bytes_per_sample, m.fixed_bytes)  # the line that limits the batch
+    assert [p.start for p in m.pieces] == sorted(p.start for p in m.pieces)
+    for b, (required, _) in m.traced.items():
+        assert m.fit_bytes(b) == pytest.approx(required, rel=1e-12), b
+    # the first piece alone misses the boundary by far: one line could not pass through all
+    first = m.pieces[0]
+    assert first.fixed_bytes + first.bytes_per_sample * m.batch < 0.9 * m.required_bytes
+    assert np.allclose(m.fit_bytes(np.array(sorted(m.traced))),
+                       [m.traced[b][0] for b in sorted(m.traced)])

@@ -100,7 +100,12 @@ def test_roofs_are_the_datasheet_peaks_and_the_slope_the_bandwidth(trace: Trace)
     assert np.allclose(y / x, A100_BANDWIDTH)
     # the slope ends at the highest ridge, where it meets the highest roof
     assert y[-1] == pytest.approx(A100_BF16_MATRIX)
-    assert _lines(ax, "overhead-floor")  # TINY is overhead-bound: the floor is drawn
+    # named in the legend with their values (issue 24, item 3), written on no line
+    legend = [t.get_text().strip() for t in ax.get_legend().get_texts()]
+    assert "matrix bf16: 312 TFLOP/s, ridge 153 FLOP/B" in legend  # 312e12 / 2.039e12
+    assert "vector fp32: 19.5 TFLOP/s, ridge 9.56 FLOP/B" in legend
+    assert "memory: 2.04 TB/s" in legend
+    assert not [t for t in ax.texts if "FLOP/s" in t.get_text() or "TB/s" in t.get_text()]
 
 
 def test_each_point_is_the_ops_intensity_and_attained_flops(trace: Trace) -> None:
@@ -116,8 +121,8 @@ def test_each_point_is_the_ops_intensity_and_attained_flops(trace: Trace) -> Non
     # slope: bandwidth x intensity
     assert a.bound[:3] == ["compute", "memory", "overhead"]
     assert ADD.flops / a.op_seconds[1] == pytest.approx(A100_BANDWIDTH * ADD.flops / ADD.bytes)
-    assert len(points) == 3  # the view has no FLOPs: off the chart, and said so
-    assert "no FLOPs" in ax.get_title(loc="left")
+    assert len(points) == 3  # the view has no FLOPs and takes no time: nowhere
+    assert not [c for c in ax.collections if (c.get_gid() or "").startswith("strip:")]
 
 
 def test_roofline_data_merges_identical_ops_and_keeps_their_totals(trace: Trace) -> None:
@@ -424,8 +429,7 @@ def test_roofline_chart_text_does_not_overlap(trace: Trace, which: str) -> None:
 def test_titles_grammar_and_views_only() -> None:
     ax = roofline.plot.roofline_chart(roofline.analyze(Trace([VIEW], {"model": "toy"}), "a100"))
     title = ax.get_title(loc="left")
-    assert "()" not in title and "no predicted time" in title
-    assert "1 op call with no FLOPs" in title  # singular
+    assert "()" not in title and "no predicted time (views only)" in title
 
 
 def test_roofs_of_the_same_peak_come_in_a_fixed_order() -> None:
@@ -485,3 +489,67 @@ def test_a_bad_argument_is_refused_by_name(call: Callable[[], Any], argument: st
                                            warning_will_do: bool) -> None:
     """A chart's ``ax`` that is not an Axes (issue 22, item 10)."""
     assert_refused_by_name(call, argument, warning_will_do)
+
+
+# --- issue 24, item 3: a chart that shows all the time ------------------------------------
+
+COPY = _op("aten._to_copy.default", "copy", "bfloat16", 0, 6 * 10 ** 8, ((3 * 10 ** 8,),))
+
+
+def _strip(ax: Any) -> dict[str, float]:
+    """Category -> height (axes fraction) of each bar of the strip."""
+    out = {}
+    for c in ax.collections:
+        if (c.get_gid() or "").startswith("strip:"):
+            ys = c.get_paths()[0].vertices[:, 1]
+            out[c.get_gid().removeprefix("strip:")] = float(ys.max() - ys.min())
+    return out
+
+
+def test_ops_without_flops_fill_a_strip_by_their_share_of_the_step() -> None:
+    """A copy moving 600 MB takes 600 MB / bandwidth and no FLOPs: its bar's height is
+    that time over the step's (the chart's y axis has no place for it)."""
+    a = roofline.analyze(Trace([MM, ADD, COPY], {"model": "toy"}), "a100", peaks="datasheet",
+                         overhead=False)
+    share = (6e8 / A100_BANDWIDTH) / a.seconds
+    assert 0.01 < share < 0.5
+    ax = roofline.plot.roofline_chart(a)
+    assert _strip(ax) == {"copy": pytest.approx(share, rel=1e-6)}
+    assert any(f"{share:.0%} of\nthe step" in t.get_text() for t in ax.texts)
+
+
+@pytest.mark.parametrize("launches", [1, 5000])
+def test_the_overhead_band_needs_one_percent_of_the_step(launches: int) -> None:
+    """One 5-us launch beside a 3.5 ms GEMM is 0.1% of the step: no band; 5000 are most
+    of it."""
+    tiny = [TINY] * launches
+    a = roofline.analyze(Trace([MM, *tiny], {"model": "toy"}), "a100")
+    share = a.by_bound()["overhead"]["fraction"]
+    assert (share < 0.01) == (launches == 1)
+    ax = roofline.plot.roofline_chart(a)
+    assert bool(_lines(ax, "overhead-floor")) == (share >= 0.01)
+    legend = " ".join(t.get_text() for t in ax.get_legend().get_texts())
+    assert ("overhead floor" in legend) == (share >= 0.01)
+
+
+def test_a_measurement_is_drawn_beside_the_prediction_with_its_share_of_the_roof() -> None:
+    """Measured at twice the predicted time, a point on its roof reached half of it."""
+    from roofline.tracing.measure import Measurement
+
+    t = Trace([MM, ADD], {"model": "toy"})
+    a = roofline.analyze(t, "a100", peaks="datasheet", overhead=False)
+    m = Measurement(t, 2 * a.op_seconds, 2 * a.seconds, [2 * a.seconds], "cuda:0", 1)
+    ax = roofline.plot.roofline_chart(a, measurement=m)
+    (diamonds,) = [c for c in ax.collections if c.get_gid() == "points:measured"]
+    xy = {tuple(p) for p in np.asarray(diamonds.get_offsets())}
+    for i, op in enumerate((MM, ADD)):
+        want = (op.flops / op.bytes, op.flops / (2 * a.op_seconds[i]))
+        assert any(math.isclose(x, want[0]) and math.isclose(y, want[1]) for x, y in xy)
+    assert sum(t.get_text() == "50% of roof" for t in ax.texts) == 2
+
+
+def test_chart_title_says_model_batch_dtype_and_phase() -> None:
+    model = small_mlp()
+    t = roofline.trace(model, torch.randn(32, 64), train=True, loss_fn=sum_loss, fake=True)
+    title = roofline.plot.roofline_chart(roofline.analyze(t, "a100")).get_title(loc="left")
+    assert title.startswith("Sequential (batch 32, fp32, training step) on A100 SXM 80GB")

@@ -142,7 +142,9 @@ def test_batch_curve_draws_the_traced_batches_and_the_capacity(
     assert np.all(np.asarray(_line(ax, "largest").get_xdata()) == m.batch)  # type: ignore[attr-defined]
     fit = _line(ax, "fit")
     x, y = np.asarray(fit.get_xdata()), np.asarray(fit.get_ydata())  # type: ignore[attr-defined]
-    assert np.allclose(y, m.fixed_bytes + m.bytes_per_sample * x)
+    assert np.allclose(y, m.fit_bytes(x))
+    # the fit passes through every traced batch (issue 24, item 8)
+    assert all(m.fit_bytes(b) == pytest.approx(r) for b, (r, _) in m.traced.items())
     (twin,) = [a for a in ax.figure.get_axes() if a is not ax]
     (rate,) = [ln for ln in twin.get_lines() if ln.get_gid() == "throughput"]
     assert np.allclose(rate.get_ydata(), [b / s for b, (_, s) in sorted(m.traced.items())])

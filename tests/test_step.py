@@ -124,3 +124,83 @@ def test_a_group_with_momentum_makes_the_first_step_create_state() -> None:
     assert _state_warnings(lambda m: torch.optim.SGD(
         [{"params": m[0].parameters(), "momentum": 0.9}, {"params": m[2].parameters()}],
         lr=0.1))
+
+
+# --- issue 24, item 5: models as users bring them -----------------------------------------
+
+def test_a_hugging_face_output_carries_its_loss() -> None:
+    """``labels=`` makes a causal LM's output a ModelOutput with ``.loss``: a training step
+    backpropagates it (cross-entropy over the logits) and the trace says where it came
+    from."""
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.GPT2Config(n_layer=1, n_embd=64, n_head=2, vocab_size=128,
+                                  n_positions=32)
+    model = transformers.GPT2LMHeadModel(cfg)
+    ids = torch.randint(0, 128, (2, 16))
+    t = roofline.trace(model, input_ids=ids, labels=ids, train=True, fake=True)
+    assert t.info.loss == "output.loss"
+    assert any("(output.loss" in n for n in roofline.analyze(t, "a100").assumptions)
+    names = {op.name for op in t.ops if op.phase == "backward"}
+    assert "aten.nll_loss_backward.default" in names  # the loss was differentiated
+    assert any(p.grad is None for p in model.parameters())  # the real model untouched
+
+
+def test_an_output_with_a_loss_attribute_and_a_loss_fn() -> None:
+    class Out:
+        def __init__(self, y: torch.Tensor) -> None:
+            self.logits, self.loss = y, y.square().mean()
+
+    class Net(nn.Linear):
+        def forward(self, x: torch.Tensor) -> Out:  # type: ignore[override]
+            return Out(super().forward(x))
+
+    assert roofline.trace(Net(8, 4), torch.randn(2, 8), train=True).info.loss == "output.loss"
+    t = roofline.trace(Net(8, 4), torch.randn(2, 8), train=True,
+                       loss_fn=lambda out: out.logits.sum())
+    assert t.info.loss == "loss_fn"  # the user's choice wins
+    assert "aten.pow.Tensor_Scalar" not in {op.name for op in t.ops if op.phase == "backward"}
+
+
+@pytest.mark.filterwarnings("default")
+def test_autocast_on_another_device_warns_at_the_users_line() -> None:
+    model, x = nn.Linear(16, 16), torch.randn(4, 16)
+    with pytest.warns(roofline.RooflineWarning, match=r"torch.autocast\('cpu', dtype=torch"
+                      ) as caught, torch.autocast("cuda", dtype=torch.bfloat16):
+        t = roofline.trace(model, x)
+    (ours,) = [w for w in caught if issubclass(w.category, roofline.RooflineWarning)]
+    assert ours.filename == __file__
+    assert {op.dtype for op in t.ops} == {"float32"}  # what the warning says happened
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", roofline.RooflineWarning)
+        with torch.autocast("cpu", dtype=torch.bfloat16):  # the right device: silent
+            t = roofline.trace(model, x)
+    assert "bfloat16" in {op.dtype for op in t.ops}
+    assert no_global_state()
+
+
+def _optimizer_ops(foreach: bool | None, fake: bool) -> list[str]:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8))  # 4 parameter tensors
+    opt = torch.optim.AdamW(model.parameters(), foreach=foreach)
+    if not fake:  # a steady state: the real first step makes the state
+        model(torch.randn(2, 8)).sum().backward()
+        opt.step()
+    t = roofline.trace(model, torch.randn(2, 8), train=True, optimizer=opt,
+                       loss_fn=lambda y: y.sum(), fake=fake)
+    assert t.info.optimizer_foreach == (foreach is None and fake)
+    return [op.name for op in t.ops if op.phase == "optimizer"]
+
+
+def test_the_optimizer_runs_as_cuda_would_unless_told() -> None:
+    """AdamW leaves foreach to PyTorch by default, which picks its foreach kernels on CUDA
+    (torch/optim/optimizer.py, _default_to_fused_or_foreach) and a loop on the CPU: a fake
+    trace runs the foreach kernels, one launch per op for all 4 tensors."""
+    cuda_default = _optimizer_ops(None, fake=True)
+    assert cuda_default == _optimizer_ops(True, fake=True)
+    # and the host's reads of the step counters, and the 1.0 it wraps (adam.py)
+    assert {n for n in cuda_default if "_foreach_" not in n} == {
+        "aten._local_scalar_dense.default", "aten.lift_fresh.default"}
+    looped = _optimizer_ops(False, fake=True)
+    assert not [n for n in looped if "_foreach_" in n]
+    assert len(looped) > 2 * len(cuda_default)
+    assert not [n for n in _optimizer_ops(None, fake=False) if "_foreach_" in n]  # as run

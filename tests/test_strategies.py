@@ -47,10 +47,16 @@ def test_fsdp_cannot_wrap_a_model_without_parameters() -> None:
                        loss_fn=sum_loss, parallel="fsdp", gpus=2)
 
 
-def test_tp_without_a_linear_pair_asks_for_a_plan() -> None:
-    with pytest.raises(ValueError, match="pass the plan"):
-        roofline.trace(nn.Linear(64, 10), torch.randn(8, 64), train=True, loss_fn=sum_loss,
-                       parallel="tp", gpus=2)
+@pytest.mark.filterwarnings("default")
+def test_tp_without_a_linear_pair_is_traced_replicated_and_says_so() -> None:
+    """One Linear has no pair to split: every GPU runs the whole step (issue 22, item 2)."""
+    model, x = nn.Linear(64, 10), torch.randn(8, 64)
+    with pytest.warns(roofline.RooflineWarning, match="parallel='ddp' or 'fsdp'") as caught:
+        t = roofline.trace(model, x, train=True, loss_fn=sum_loss, parallel="tp", gpus=2)
+    assert caught[0].filename == __file__  # the user's line, not the library's
+    assert not [op for op in t.ops if op.collective is not None]
+    addmm = next(op for op in t.ops if op.name == "aten.addmm.default")
+    assert addmm.flops == 2 * 8 * 64 * 10  # the whole layer on each GPU
 
 
 # --- tensor parallelism with a foreach optimizer (issue 22, item 2) -----------------------

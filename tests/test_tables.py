@@ -33,15 +33,28 @@ def test_one_table_renderer_aligns_every_table() -> None:
 
 @pytest.mark.usefixtures("isolated_registry")
 def test_format_devices_table() -> None:
+    """Narrow (issue 24, item 8): the rates an analysis runs at, in under 100 columns; the
+    H100's from nvidia.yaml: bf16 794.5 TFLOP/s measured (MAMF), 2693 GB/s (FluidX3D),
+    fp32 66.9 TFLOP/s (datasheet), ridge 794.5 / 2.693 = 295 FLOP/B."""
     text = format_devices_table([get_device("H100 SXM"), get_device("T4")])
     lines = text.splitlines()
-    assert lines[0].startswith("Name") and "BF16 matrix TFLOPS" in lines[0]
+    assert lines[0].split()[:4] == ["Name", "16-bit", "matrix", "TFLOPS"]
     h100_row = next(line for line in lines if line.startswith("H100 SXM"))
-    for cell in ("NVIDIA", "989.4", "66.9", "3.350", "80", "295"):
-        assert cell in h100_row.split()
+    assert h100_row.split()[2:] == ["794.5", "66.9", "2.69", "80", "295"]
     t4_row = next(line for line in lines if line.startswith("T4"))
-    assert t4_row.split()[2] == "-"  # no BF16 on Turing
-    assert len(format_devices_table(SHIPPED).splitlines()) == len(SHIPPED) + 2
+    assert t4_row.split()[2] == "fp16"  # no bf16 on Turing: its fp16 figure, named
+    shipped = format_devices_table(SHIPPED).splitlines()
+    assert len(shipped) == len(SHIPPED) + 3  # header, rule, the note under the table
+    assert max(map(len, shipped)) < 100
+
+
+def test_format_devices_table_wide_has_datasheet_and_achievable() -> None:
+    lines = format_devices_table([get_device("H100 SXM"), get_device("T4")],
+                                 wide=True).splitlines()
+    assert "datasheet | achievable" in lines[0]
+    h100_row = next(line for line in lines if line.startswith("H100 SXM"))
+    assert "989.4 | 794.5 (80%, measured)" in h100_row  # 794.5 / 989.4 = 80.3%
+    assert "3.350 | 2.693 (80%, measured)" in h100_row  # 2.693 / 3.35 = 80.4%
 
 
 @pytest.mark.usefixtures("isolated_registry")

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import roofline
 from roofline.hardware import DeviceSpecError, get_device
 from roofline.hardware.achievable import figures
 
@@ -67,6 +68,18 @@ def test_with_overrides() -> None:
     assert h100.bandwidth_bytes_per_s == 3.35e12  # original untouched
     calibrated = h100.with_overrides(efficiency={"matrix": 0.7}, measured=True)
     assert calibrated.measured and calibrated.efficiency == {"matrix": 0.7}
+    assert calibrated.aliases == h100.aliases  # same device, same names
+
+
+@pytest.mark.usefixtures("isolated_registry")
+def test_a_renamed_copy_drops_the_originals_aliases_and_registers() -> None:
+    h100 = get_device("H100 SXM")
+    assert "h100" in h100.aliases
+    mine = h100.with_overrides(name="H100 at 600 W")
+    assert mine.aliases == []
+    roofline.register_device(mine)
+    assert get_device("H100 at 600 W") == mine and get_device("h100") == h100
+    assert h100.with_overrides(name="X", aliases=["x1"]).aliases == ["x1"]
 
 
 def test_with_overrides_error_names_device_and_field() -> None:

@@ -8,7 +8,6 @@ that does not are both traced: the answer is always a traced batch.
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from roofline._checks import number, whole
-from roofline._errors import RooflineWarning
+from roofline._errors import RooflineWarning, warn
 from roofline._si import si
 from roofline.analysis.fit import (
     CUBLAS_WORKSPACE_BYTES,
@@ -39,6 +38,16 @@ from roofline.tracing.records import Trace
 AFFINE_TOLERANCE = 0.01
 
 
+@dataclass(frozen=True)
+class Piece:
+    """One line of :attr:`MaxBatch.pieces`: from batch ``start`` on, the step needs
+    ``fixed_bytes + bytes_per_sample * batch`` (until the next piece starts)."""
+
+    start: int
+    bytes_per_sample: float
+    fixed_bytes: float
+
+
 @dataclass
 class MaxBatch:
     """The largest batch whose step fits a device, and the throughput at it.
@@ -53,6 +62,12 @@ class MaxBatch:
     seconds : predicted step time at ``batch`` (:func:`roofline.analyze`).
     bytes_per_sample, fixed_bytes : the affine fit ``required = fixed + per_sample *
         batch`` at the op that limits the batch (overheads included in ``fixed_bytes``).
+    pieces : the fit over every batch up to ``batch + 1``: each op's live bytes are a line
+        in the batch and the step needs their maximum, so the fit is the upper envelope
+        of those lines, one :class:`Piece` per op that holds the peak somewhere (the
+        optimizer's at small batches, backward's at large ones). It passes through the
+        fit batches, and through the traced batches near the limit when ``affine``;
+        :meth:`fit_bytes` evaluates it.
     predicted_batch : the largest batch the affine fit alone predicts.
     check_batch, fit_error : the size the fit was checked on, and the relative error of
         its predicted required bytes there.
@@ -77,6 +92,16 @@ class MaxBatch:
     tolerance: float
     traced: dict[int, tuple[int, float]] = field(repr=False)
     memory: MemoryReport = field(repr=False)
+    pieces: tuple[Piece, ...] = field(default=(), repr=False)
+
+    def fit_bytes(self, batch: float | np.ndarray) -> Any:
+        """The fit's required bytes at ``batch`` (a number or an array): the largest of
+        the pieces' lines, which is the envelope (each piece is one op's line)."""
+        b = np.asarray(batch, dtype=np.float64)
+        lines = [p.fixed_bytes + p.bytes_per_sample * b for p in self.pieces
+                 or (Piece(1, self.bytes_per_sample, self.fixed_bytes),)]
+        out = np.max(lines, axis=0)
+        return float(out) if out.ndim == 0 else out
 
     @property
     def samples_per_s(self) -> float:
@@ -191,6 +216,17 @@ def max_batch(build: Callable[[int], Trace], device: str | DeviceSpec, *,
         the step still fits at ``limit``.
     TypeError
         When ``build`` returns something other than a :class:`Trace`.
+
+    Examples
+    --------
+    >>> model = nn.Sequential(nn.Linear(1024, 4096), nn.ReLU(), nn.Linear(4096, 1024))
+    >>> opt = torch.optim.AdamW(model.parameters())
+    >>> def build(b):
+    ...     return roofline.trace(model, torch.randn(b, 1024), train=True, optimizer=opt,
+    ...                           loss_fn=lambda y: y.sum(), fake=True)
+    >>> m = roofline.max_batch(build, "t4")
+    >>> m.batch, m.affine
+    (287561, True)
     """
     spec = get_device(device)
     tolerance = number("tolerance", tolerance, at_least=0)
@@ -225,12 +261,12 @@ def max_batch(build: Callable[[int], Trace], device: str | DeviceSpec, *,
     fit_error = abs(predicted_at_check - actual) / actual
     affine = fit_error <= tolerance
     if not affine:
-        warnings.warn(
+        warn(
             f"{spec.name}: the step's memory is not affine in the batch: the fit from "
             f"batches {b1} and {b2} predicts {si(predicted_at_check, 'B')} at batch {check}, "
             f"the trace needs {si(actual, 'B')} ({fit_error:.1%} off, tolerance "
             f"{tolerance:.1%}); the batch is found by tracing, not by the fit.",
-            RooflineWarning, stacklevel=2)
+            RooflineWarning)
     lo = search.bracket()
     builds = search.builds
     seconds = {b: analyze(builds.traces[b], spec, **options).seconds for b in builds.reports}
@@ -239,7 +275,34 @@ def max_batch(build: Callable[[int], Trace], device: str | DeviceSpec, *,
                workspace_bytes=workspace_bytes)
     return MaxBatch(lo, spec.name, search.capacity, fit.required_bytes, fit, seconds[lo],
                     float(slope[limiting]), float(intercept[limiting]), predicted, check,
-                    fit_error, affine, tolerance, traced, builds.report(lo))
+                    fit_error, affine, tolerance, traced, builds.report(lo),
+                    _envelope(slope, intercept, b1, lo + 1))
+
+
+def _envelope(slope: Any, intercept: Any, start: int, stop: int) -> tuple[Piece, ...]:
+    """The upper envelope of the lines ``intercept + slope * b`` over ``start <= b <=
+    stop``: at each step the line on top, until a steeper one crosses it."""
+    b = float(start)
+    top = int(np.lexsort((slope, intercept + slope * b))[-1])  # ties: the steeper
+    pieces = [Piece(start, float(slope[top]), float(intercept[top]))]
+    while True:
+        steeper = slope > slope[top]
+        if not steeper.any():
+            break
+        with np.errstate(divide="ignore", invalid="ignore"):
+            cross = np.where(steeper, (intercept[top] - intercept)
+                             / np.where(steeper, slope - slope[top], 1.0), np.inf)
+        cross = np.where(cross >= b, cross, np.inf)
+        b = float(cross.min())
+        if not b <= stop:
+            break
+        at = np.flatnonzero(cross == b)
+        top = int(at[np.argmax(slope[at])])
+        first = max(math.ceil(b), start)
+        if first == pieces[-1].start:
+            pieces.pop()
+        pieces.append(Piece(first, float(slope[top]), float(intercept[top])))
+    return tuple(pieces)
 
 
 class _Search:
@@ -343,6 +406,15 @@ def compare_at_max_batch(build: Callable[[int], Trace], src: str | DeviceSpec,
     a larger batch (higher arithmetic intensity, fewer steps per sample). Each device's
     batch is found by :func:`max_batch` (``options`` are its keywords and
     :func:`roofline.analyze`'s); a batch traced for one is reused for the other.
+
+    Examples
+    --------
+    >>> model = nn.Sequential(nn.Linear(1024, 4096), nn.ReLU(), nn.Linear(4096, 1024))
+    >>> def build(b):
+    ...     return roofline.trace(model, torch.randn(b, 1024), fake=True)
+    >>> c = roofline.compare_at_max_batch(build, "t4", "l4")
+    >>> c.src.batch < c.dst.batch  # the L4 has 24 GB, the T4 16 GB
+    True
     """
     builds = _Builds(build)
     return BatchComparison(max_batch(build, src, _builds=builds, **options),

@@ -139,6 +139,13 @@ def compare(trace: Trace, src: str | DeviceSpec, dst: str | DeviceSpec,
     options
         Those of :func:`roofline.analyze`; ``host_fraction`` is taken on ``src`` and the
         resulting host seconds are kept on ``dst``.
+
+    Examples
+    --------
+    >>> t = roofline.trace(nn.Linear(4096, 4096), torch.randn(8192, 4096), fake=True)
+    >>> c = roofline.compare(t, "a100", "h100")
+    >>> round(c.speedup, 2), round(c.flops_ratio, 2)
+    (3.43, 3.43)
     """
     if method not in ("roofline", "runtime"):
         raise ValueError(f"method must be 'roofline' or 'runtime', got {method!r}")
@@ -185,6 +192,14 @@ def what_if(trace: Trace, device: str | DeviceSpec, flops: float | None = None,
 
     A factor not given stays 1; with none given the call asks the seed question,
     ``flops=2``.
+
+    Examples
+    --------
+    >>> t = roofline.trace(lambda x: (x * 2).sum(), torch.randn(2 ** 26), fake=True)
+    >>> roofline.what_if(t, "a100", flops=2.0).speedup < 1.01  # memory-bound: no gain
+    True
+    >>> round(roofline.what_if(t, "a100", bandwidth=2.0).speedup, 2)
+    1.98
     """
     if flops is None and bandwidth is None and clock is None and cores is None:
         flops = SEED_FLOPS_FACTOR
@@ -206,6 +221,13 @@ def sweep(trace: Trace, device: str | DeviceSpec, flops: Sequence[float] = (1, 2
 
     Rows are one (flops, bandwidth) factor pair each, with columns ``flops``,
     ``bandwidth``, ``seconds`` and ``speedup``.
+
+    Examples
+    --------
+    >>> t = roofline.trace(nn.Linear(4096, 4096), torch.randn(8192, 4096), fake=True)
+    >>> df = roofline.sweep(t, "a100", flops=[1, 2], bandwidth=[1, 2])
+    >>> list(df.columns)[:3], len(df)
+    (['flops', 'bandwidth', 'seconds'], 4)
     """
     import pandas as pd
 

@@ -7,11 +7,10 @@ assumption of :class:`Fit`.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 from roofline._checks import whole
-from roofline._errors import RooflineWarning
+from roofline._errors import RooflineWarning, warn
 from roofline._si import si
 from roofline.analysis.memory import MemoryReport, _timeline, memory
 from roofline.hardware import DeviceSpec, get_device
@@ -120,6 +119,13 @@ def fits(trace: Trace | MemoryReport, device: str | DeviceSpec, *,
     ------
     ValueError
         When the device has no ``memory_bytes`` in the registry.
+
+    Examples
+    --------
+    >>> t = roofline.trace(nn.Linear(1024, 1024), torch.randn(8, 1024), fake=True)
+    >>> f = roofline.fits(t, "rtx 4090")
+    >>> f.fits, f.capacity_bytes
+    (True, 24000000000)
     """
     if not isinstance(trace, (Trace, MemoryReport)):
         raise TypeError(f"fits(trace, device): trace must be a Trace or its roofline.memory() "
@@ -131,9 +137,9 @@ def fits(trace: Trace | MemoryReport, device: str | DeviceSpec, *,
     capacity = _capacity(spec)
     if spec.vendor.lower() != "nvidia" and (context_bytes, workspace_bytes) != (
             CUDA_CONTEXT_BYTES, CUBLAS_WORKSPACE_BYTES):
-        warnings.warn(f"context_bytes and workspace_bytes are CUDA's overheads: {spec.name} "
+        warn(f"context_bytes and workspace_bytes are CUDA's overheads: {spec.name} "
                       f"is a {spec.vendor} device, and they are not added",
-                      RooflineWarning, stacklevel=2)
+                      RooflineWarning)
     report = trace if isinstance(trace, MemoryReport) else memory(trace)
     block, fixed, assumptions = _overheads(spec, context_bytes, workspace_bytes)
     overheads: dict[str, int] = {}

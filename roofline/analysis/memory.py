@@ -165,6 +165,18 @@ def memory(trace: Trace, depth: int | None = 2) -> MemoryReport:
     ValueError
         When the trace has no storage table (saved by an older roofline, or made by
         :meth:`Trace.filter`): capture the step again.
+
+    Examples
+    --------
+    >>> model = nn.Linear(1024, 1024)
+    >>> opt = torch.optim.AdamW(model.parameters())
+    >>> t = roofline.trace(model, torch.randn(8, 1024), train=True, optimizer=opt,
+    ...                    loss_fn=lambda y: y.sum(), fake=True)
+    >>> r = roofline.memory(t)
+    >>> r.parameters_bytes  # fp32: 4 x (1024 x 1024 + 1024)
+    4198400
+    >>> r.optimizer_state_bytes  # AdamW's two moments, and a 4-byte step per tensor
+    8396808
     """
     if not isinstance(trace, Trace):
         raise TypeError(f"roofline.memory takes a Trace (from roofline.trace or "

@@ -21,7 +21,6 @@ strategy (DDP, FSDP, TP) does to the batch and the schedule is its
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -30,7 +29,7 @@ import numpy as np
 import torch
 
 from roofline._checks import is_number, whole
-from roofline._errors import RooflineWarning
+from roofline._errors import RooflineWarning, warn
 from roofline._si import si
 from roofline.analysis.collectives import CollectiveCost, collective_cost
 from roofline.analysis.options import Options
@@ -187,9 +186,9 @@ def _baseline(one_gpu: Trace | Analysis | float | None, one_gpu_batch: int | Non
     if one_gpu_batch is not None:
         one_gpu_batch = whole("one_gpu_batch", one_gpu_batch)
         if one_gpu is None:
-            warnings.warn("one_gpu_batch= is the batch of the one_gpu= step, and no one_gpu= "
+            warn("one_gpu_batch= is the batch of the one_gpu= step, and no one_gpu= "
                           "was given: it is not used (no speedup over one GPU)",
-                          RooflineWarning, stacklevel=3)
+                          RooflineWarning)
     seconds, traced = _one_gpu_step(one_gpu, device, options)
     if traced and one_gpu_batch is not None and one_gpu_batch != traced:
         raise ValueError(f"one_gpu_batch={one_gpu_batch}, but the single-GPU trace ran a batch "
@@ -233,6 +232,17 @@ def parallel(trace: Trace, device: str | DeviceSpec, *, nodes: int = 1,
         ``one_gpu_batch`` its batch: a trace's own batch where it says one (a different
         ``one_gpu_batch`` is refused), else the parallel trace's per-rank batch.
     options : :class:`~roofline.analysis.options.Options` for the compute ops.
+
+    Examples
+    --------
+    >>> model = nn.Sequential(nn.Linear(1024, 4096), nn.ReLU(), nn.Linear(4096, 1024))
+    >>> opt = torch.optim.AdamW(model.parameters())
+    >>> step = dict(train=True, optimizer=opt, loss_fn=lambda y: y.sum())
+    >>> t = roofline.trace(model, torch.randn(64, 1024), parallel="ddp", gpus=8, **step)
+    >>> one = roofline.trace(model, torch.randn(8, 1024), fake=True, **step)
+    >>> p = roofline.parallel(t, "h100", one_gpu=one)
+    >>> p.gpus, p.speedup_vs_one_gpu < 8
+    (8, True)
     """
     if not isinstance(trace, Trace):
         raise TypeError(f"parallel() takes a Trace, got {type(trace).__name__}")
@@ -375,6 +385,14 @@ def scaling(model: Any, inputs: Sequence[Any], device: str | DeviceSpec, *,
 
     ``inputs`` are one GPU's inputs; ``gpus_per_node`` sets how counts beyond one node
     spread over nodes.
+
+    Examples
+    --------
+    >>> model = nn.Sequential(nn.Linear(1024, 4096), nn.ReLU(), nn.Linear(4096, 1024))
+    >>> s = roofline.scaling(model, (torch.randn(64, 1024),), device="h100", gpus=(1, 2, 4),
+    ...                      loss_fn=lambda y: y.sum())
+    >>> sorted(s.points)
+    [2, 4]
     """
     spec = get_device(device)
     strategy = as_parallel(parallel_kind).strategy
@@ -395,8 +413,8 @@ def scaling(model: Any, inputs: Sequence[Any], device: str | DeviceSpec, *,
             raise ValueError(f"scaling(gpus={tuple(gpus)!r}): GPU counts are whole numbers "
                              f">= 1, got {n!r}")
     if set(gpus) == {1}:
-        warnings.warn("scaling(gpus=(1,)): one GPU only, nothing to scale; pass more counts, "
-                      "e.g. gpus=(1, 2, 4, 8)", RooflineWarning, stacklevel=2)
+        warn("scaling(gpus=(1,)): one GPU only, nothing to scale; pass more counts, "
+                      "e.g. gpus=(1, 2, 4, 8)", RooflineWarning)
     one = trace_step(model, *inputs, train=True, fake=True, optimizer=optimizer,
                      loss_fn=loss_fn)
     t1 = analyze(one, spec, **options).seconds

@@ -31,6 +31,14 @@ def validate(analysis: Analysis, measurement: Measurement) -> Validation:
     ------
     MismatchError
         If the measurement did not run the analysed trace's ops.
+
+    Examples
+    --------
+    >>> model = nn.Linear(256, 256)
+    >>> m = roofline.measure(model, torch.randn(64, 256), repeat=3)
+    >>> v = roofline.validate(roofline.analyze(m.trace, "EPYC 7763"), m)
+    >>> type(v).__name__
+    'Validation'
     """
     check_same_ops(analysis, measurement)
     return Validation(analysis, measurement)

@@ -23,7 +23,6 @@ import json
 import os
 import platform
 import re
-import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -34,7 +33,7 @@ import platformdirs
 import torch
 from torch.utils.benchmark import Timer
 
-from roofline._errors import CalibrationError, RooflineWarning
+from roofline._errors import CalibrationError, RooflineWarning, warn
 from roofline.hardware.registry import AmbiguousDeviceError, UnknownDeviceError, get_device
 from roofline.hardware.spec import DeviceSpec, DeviceSpecError, validate_device
 from roofline.hardware.units import VECTOR_DTYPES, canonical_dtype, format_quantity
@@ -102,6 +101,11 @@ def calibrate(device: str = "cpu", dtypes: Sequence[str | torch.dtype] = ("float
     Returns a ``measured=True`` DeviceSpec whose peaks are the measured achievable rates.
     Raises :class:`CalibrationError` for a device that does not exist here, an unsupported
     dtype, or a measurement the DeviceSpec validators reject.
+
+    Examples
+    --------
+    >>> spec = roofline.calibrate(quick=True)  # doctest: +SKIP
+    >>> roofline.analyze(t, spec)  # the rates this machine reached  # doctest: +SKIP
     """
     dev = _resolve(str(device))
     keys = _dtype_keys(dtypes, dev)
@@ -474,4 +478,4 @@ def _store(path: Path, spec: DeviceSpec) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(spec.model_dump_json(indent=2), encoding="utf-8")
     except OSError as exc:
-        warnings.warn(f"calibration result not cached: {exc}", RooflineWarning, stacklevel=3)
+        warn(f"calibration result not cached: {exc}", RooflineWarning)

@@ -22,7 +22,6 @@ import functools
 import json
 import os
 import re
-import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +35,7 @@ from roofline._errors import (
     DeviceFileWarning,
     DeviceSpecError,
     UnknownDeviceError,
+    warn,
 )
 from roofline.hardware.spec import DeviceSpec, validate_device
 
@@ -322,7 +322,7 @@ def _add_user_file(registry: _Registry, path: Path) -> None:
     try:
         specs = _load_file(path)[0]
     except DeviceSpecError as exc:  # one broken file must not break every lookup
-        warnings.warn(f"skipped device file {path}: {exc}", DeviceFileWarning, stacklevel=4)
+        warn(f"skipped device file {path}: {exc}", DeviceFileWarning)
     else:
         _add_user_specs(registry, str(path), specs)
 
@@ -332,7 +332,7 @@ def _add_user_specs(registry: _Registry, path: str, specs: Sequence[DeviceSpec])
     try:
         registry.add(specs, path)
     except DeviceSpecError as exc:  # a clash must not break every lookup either
-        warnings.warn(f"skipped device file {path}: {exc}", DeviceFileWarning, stacklevel=5)
+        warn(f"skipped device file {path}: {exc}", DeviceFileWarning)
     else:
         registry.user_files.add(path)
 
@@ -370,6 +370,23 @@ def load_device(path: str | os.PathLike[str]) -> DeviceSpec | list[DeviceSpec]:
     DeviceSpecError
         Naming the file, the device and the field that failed (for a key given twice in one
         mapping: the line and the key).
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "mine.yaml"
+    >>> _ = path.write_text('''
+    ... name: My Accelerator X1
+    ... vendor: Example Corp
+    ... kind: accelerator
+    ... matrix_flops_per_s: {bf16: 400 TFLOPS}
+    ... vector_flops_per_s: {fp32: 25 TFLOPS}
+    ... bandwidth_bytes_per_s: 2.4 TB/s
+    ... sources: {compute: https://example.com/x1-datasheet.pdf}
+    ... ''')
+    >>> x1 = roofline.load_device(path)
+    >>> x1.bandwidth_bytes_per_s, x1.ridge_point("bf16")
+    (2400000000000.0, 166.66666666666666)
     """
     specs, single = _load_file(Path(path))
     return specs[0] if single else specs
@@ -404,6 +421,13 @@ def register_device(spec: DeviceSpec | Mapping[str, Any], overwrite: bool = Fals
     DeviceSpecError
         If the spec does not validate, the name or an alias is taken by another device, or
         the name is taken and ``overwrite`` is false.
+
+    Examples
+    --------
+    >>> mine = roofline.get_device("h100").with_overrides(name="H100 at 600 W")
+    >>> _ = roofline.register_device(mine)
+    >>> roofline.get_device("H100 at 600 W").name
+    'H100 at 600 W'
     """
     if not isinstance(spec, DeviceSpec):
         spec = validate_device(dict(spec), origin="register_device()")
@@ -429,7 +453,14 @@ def register_device(spec: DeviceSpec | Mapping[str, Any], overwrite: bool = Fals
 
 
 def list_devices(vendor: str | None = None, kind: str | None = None) -> list[DeviceSpec]:
-    """All known devices, optionally filtered by vendor and kind (case-insensitive)."""
+    """All known devices, optionally filtered by vendor and kind (case-insensitive).
+
+    Examples
+    --------
+    >>> amd = roofline.list_devices(vendor="amd")
+    >>> "MI300X" in [d.name for d in amd]
+    True
+    """
     return [
         spec
         for spec in _registry().specs.values()
@@ -464,6 +495,14 @@ def get_device(name: str | DeviceSpec) -> DeviceSpec:
         If several devices match, or the name is part of several names; lists them.
     UnknownDeviceError
         Listing the closest names.
+
+    Examples
+    --------
+    >>> spec = roofline.get_device("h100")
+    >>> spec.name, spec.bandwidth_bytes_per_s
+    ('H100 SXM', 3350000000000.0)
+    >>> roofline.get_device("NVIDIA A100-SXM4-80GB").name  # torch.cuda.get_device_name()
+    'A100 SXM 80GB'
     """
     if isinstance(name, DeviceSpec):
         return name

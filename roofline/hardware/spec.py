@@ -358,7 +358,9 @@ class DeviceSpec(BaseModel):
         new ``boost_clock_hz`` the sustained clock; a removed peak drops its measurements.
         On a device with no rated boost, a new ``boost_clock_hz`` leaves the measured
         sustained clock as it is, or drops it with a note where it does not fit the new
-        boost (:data:`CLOCK_MARGIN`). Pass ``achievable`` to set them instead.
+        boost (:data:`CLOCK_MARGIN`). Pass ``achievable`` to set them instead. A new
+        ``name`` drops the original's aliases (pass ``aliases`` to give it some), so the
+        copy can be registered beside the original.
 
         Raises
         ------

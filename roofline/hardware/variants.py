@@ -153,6 +153,8 @@ def overridden(before: SpecData, achievable: Achievable | None, fields: Mapping[
         datasheet strings in ``fields`` are numbers before the ratios are taken).
     """
     data = {**before, **fields}
+    if fields.get("name", before["name"]) != before["name"] and "aliases" not in fields:
+        data["aliases"] = []  # the original's names are not the new device's
     for name in ("fp16_accumulate_flops_per_s", "achievable"):
         if name not in fields:  # set by follow(), from the new peaks
             data[name] = None

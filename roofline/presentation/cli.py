@@ -15,6 +15,7 @@ import os
 import sys
 import time
 import traceback
+import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -498,11 +499,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _show_warning(message: Warning | str, category: type[Warning], filename: str,
+                  lineno: int, file: Any = None, line: str | None = None) -> None:
+    """A warning as one line, like an error: the command line has no user's line to
+    point at (``--debug`` keeps Python's form)."""
+    print(f"roofline: warning: {message}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; errors are one line (``--debug`` shows the traceback)."""
     args = build_parser().parse_args(argv)
     try:
-        print(args.func(args))
+        with warnings.catch_warnings():  # restored on return: main() may run in a session
+            if not args.debug:
+                warnings.showwarning = _show_warning
+            print(args.func(args))
         sys.stdout.flush()
     except BrokenPipeError:  # the reader (`| head`) stopped reading: not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

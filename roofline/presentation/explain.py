@@ -38,6 +38,14 @@ def explain(c: Comparison | Reasons | ParallelAnalysis, assumptions: bool = True
     ------
     TypeError
         For anything but a Comparison (``compare``, ``what_if``) or its ``reasons()``.
+
+    Examples
+    --------
+    >>> t = roofline.trace(nn.Linear(4096, 4096), torch.randn(8192, 4096), fake=True)
+    >>> print(roofline.explain(roofline.compare(t, "a100", "h100"), assumptions=False))
+    H100 SXM vs A100 SXM 80GB: 3.4x the FLOP/s and 1.6x the bandwidth give 3.43x: 100% of
+    the step is compute-bound. On A100 SXM 80GB, infinite FLOP/s would give at most 72.90x,
+    infinite bandwidth 1.00x.
     """
     if isinstance(c, ParallelAnalysis):
         return _parallel(c, assumptions)

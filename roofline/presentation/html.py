@@ -141,36 +141,52 @@ table.sortable th[aria-sort=descending]::after{content:" \\25BC"}
 .row{display:flex;gap:2em;flex-wrap:wrap}
 """
 
-# Hover: each point (a path or use element of a scatter group, in drawing order) shows the
-# tooltip of the same index. Sort: by data-v (numbers) or text, toggling direction.
+# Hover: each point (a path or use element of a scatter group, in drawing order) carries the
+# tooltip of the same index. The pointer picks the point whose centre is nearest, within
+# its radius plus 6 px (a 4 px point is hard to hit; of overlapping points the last drawn,
+# which is on top, wins ties). Sort: by data-v (numbers) or text, toggling direction.
 _SCRIPT = """
 (function(){
   var tips = JSON.parse(document.getElementById('tips').textContent);
   var tip = document.getElementById('tip');
   var box = tip.parentNode;
+  var points = [];
   Object.keys(tips).forEach(function(gid){
     var group = document.getElementById(gid);
     if (!group) return;
     var marks = group.querySelectorAll('path, use');
     for (var i = 0; i < marks.length && i < tips[gid].length; i++) {
-      (function(mark, data){
-        mark.setAttribute('class', 'point');
-        mark.style.cursor = 'pointer';
-        mark.addEventListener('mouseenter', function(){
-          var rows = '<b>' + data.label.replace(/&/g,'&amp;').replace(/</g,'&lt;') + '</b>';
-          ['calls','FLOPs','bytes','FLOP/B','time','share','bound'].forEach(function(k){
-            rows += '<br>' + k + ': ' + data[k];
-          });
-          tip.innerHTML = rows;
-          var r = mark.getBoundingClientRect(), b = box.getBoundingClientRect();
-          tip.style.left = (r.right - b.left + 8) + 'px';
-          tip.style.top = (r.top - b.top) + 'px';
-          tip.style.display = 'block';
-        });
-        mark.addEventListener('mouseleave', function(){ tip.style.display = 'none'; });
-      })(marks[i], tips[gid][i]);
+      marks[i].setAttribute('class', 'point');
+      points.push({mark: marks[i], data: tips[gid][i]});
     }
   });
+  var shown = null;
+  function show(p){
+    if (p === shown) return;
+    shown = p;
+    if (!p) { tip.style.display = 'none'; return; }
+    var rows = '<b>' + p.data.label.replace(/&/g,'&amp;').replace(/</g,'&lt;') + '</b>';
+    ['calls','FLOPs','bytes','FLOP/B','time','share','bound'].forEach(function(k){
+      rows += '<br>' + k + ': ' + p.data[k];
+    });
+    tip.innerHTML = rows;
+    var r = p.mark.getBoundingClientRect(), b = box.getBoundingClientRect();
+    tip.style.left = (r.right - b.left + 8) + 'px';
+    tip.style.top = (r.top - b.top) + 'px';
+    tip.style.display = 'block';
+  }
+  box.addEventListener('mousemove', function(e){
+    var best = null, bestD = Infinity;
+    points.forEach(function(p){
+      var r = p.mark.getBoundingClientRect();
+      var dx = e.clientX - (r.left + r.width / 2), dy = e.clientY - (r.top + r.height / 2);
+      var d = Math.sqrt(dx * dx + dy * dy);
+      if (d <= Math.max(r.width, r.height) / 2 + 6 && d <= bestD) { best = p; bestD = d; }
+    });
+    box.style.cursor = best ? 'pointer' : '';
+    show(best);
+  });
+  box.addEventListener('mouseleave', function(){ show(null); });
   document.querySelectorAll('table.sortable th').forEach(function(th, col){
     th.addEventListener('click', function(){
       var table = th.closest('table'), body = table.tBodies[0];
@@ -231,7 +247,8 @@ def page(analysis_or_comparison: Analysis | Comparison, top: int = 15,
         rows = [[k, seconds(v["src_seconds"]), seconds(v["dst_seconds"]), f"{v['speedup']:.2f}x"]
                 for k, v in c.by_category().items() if v["src_seconds"]]
         sections += [f"<h2>{escape(c.src.device.name)} -> {escape(c.dst.device.name)}: "
-                     f"{c.speedup:.2f}x</h2>",
+                     f"{c.speedup:.2f}x ({seconds(c.src.seconds)} -> "
+                     f"{seconds(c.dst.seconds)})</h2>",
                      html_table(["category", c.src.device.name, c.dst.device.name, "speedup"],
                                 rows, caption="by category")]
     notes = list(dict.fromkeys(a.assumptions + (c.dst.assumptions if c else [])))

@@ -81,11 +81,12 @@ def answer(a: Analysis, *, compared: Comparison | None = None,
            asked: Comparison | None = None, note: str = "") -> str:
     """The answer, first, in at most six lines: what the step is and where its time goes,
     what 2x the FLOP/s and 2x the bandwidth give with the Amdahl ceilings, the what-if
-    asked or the device swap, and a note (e.g. the dtype the step was analysed in)."""
+    asked or the device swap; a note (e.g. the dtype the step was analysed in) comes first."""
     def gain(**factors: float) -> float:
         return ratio(a.seconds, a.seconds_with(**factors))
 
-    lines = [headline(a)]
+    lines = [note] if note else []
+    lines.append(headline(a))
     if asked is not None:
         lines.append(f"what if {asked.dst.device.name}: {asked.speedup:.2f}x "
                      f"({seconds(asked.src.seconds)} -> {seconds(asked.dst.seconds)})")
@@ -95,8 +96,6 @@ def answer(a: Analysis, *, compared: Comparison | None = None,
     if compared is not None:
         lines.append(f"{compared.src.device.name} -> {compared.dst.device.name}: "
                      f"{compared.speedup:.2f}x ({_ratio_words(compared)})")
-    if note:
-        lines.append(note)
     return "\n".join(lines)
 
 
@@ -311,9 +310,23 @@ def max_batch_dict(m: MaxBatch, search_seconds: float) -> dict[str, Any]:
             "bytes_per_sample": m.bytes_per_sample, "fixed_bytes": m.fixed_bytes,
             "predicted_batch": m.predicted_batch, "check_batch": m.check_batch,
             "fit_error": m.fit_error, "affine": m.affine,
+            "pieces": [{"start": p.start, "bytes_per_sample": p.bytes_per_sample,
+                        "fixed_bytes": p.fixed_bytes} for p in m.pieces],
             "traced": {b: {"required_bytes": r, "seconds": s}
                        for b, (r, s) in m.traced.items()},
             "search_seconds": search_seconds}
+
+
+def fit_words(m: MaxBatch) -> str:
+    """The fit as words: one line, or its pieces with the batch each starts at."""
+    pieces = m.pieces or ()
+    if len(pieces) <= 1:
+        return f"{si(m.bytes_per_sample, 'B')} per sample + {si(m.fixed_bytes, 'B')}"
+    words = [f"{si(p.bytes_per_sample, 'B')} per sample + {si(p.fixed_bytes, 'B')} from "
+             f"batch {p.start}" for p in pieces]
+    if len(words) > 2:  # the ends say how it starts and where it limits the batch
+        words[1:-1] = [f"{len(words) - 2} more piece{'s' if len(words) > 3 else ''}"]
+    return ", then ".join(words) + " (the op at the peak changes with the batch)"
 
 
 def max_batch_text(m: MaxBatch, search_seconds: float) -> str:
@@ -323,8 +336,7 @@ def max_batch_text(m: MaxBatch, search_seconds: float) -> str:
               f"NOT affine in the batch ({m.fit_error:.1%} off at batch {m.check_batch})")
     head = [f"largest batch on {m.device}: {m.batch} ({m.samples_per_s:.4g} samples/s, "
             f"step {si(m.seconds, 's')})",
-            f"memory {affine}: {si(m.bytes_per_sample, 'B')} per sample + "
-            f"{si(m.fixed_bytes, 'B')}; traced batches "
+            f"memory {affine}: {fit_words(m)}; traced batches "
             + ", ".join(f"{b} ({si(r, 'B')})" for b, (r, _) in m.traced.items())
             + f" in {search_seconds:.1f} s", "", f"at batch {m.batch}:"]
     return "\n".join(head) + "\n" + memory_table(m.memory, m.fit)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
-import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,7 +25,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.module_tracker import ModuleTracker
 
-from roofline._errors import RooflineWarning
+from roofline._errors import RooflineWarning, warn
 from roofline.tracing import collectives as _collectives
 from roofline.tracing import formulas as _formulas  # noqa: F401  (registers the formulas)
 from roofline.tracing import higher_order as _higher
@@ -380,8 +379,8 @@ class _Recorder(TorchDispatchMode):
 
     def storage_table(self) -> dict[int, Storage]:
         """The storages, with the kinds no tag gave: ``input`` for what existed before
-        the step, ``activation`` for what forward made and backward used, else
-        ``temporary``. Releases the weak references."""
+        the step and forward or backward read, ``activation`` for what forward made and
+        backward used, else ``temporary``. Releases the weak references."""
         last = len(self.ops) - 1
         for sid, ref in self._cast_copies.items():  # alive at the end: held to the end
             if not torch.UntypedStorage._expired(ref):
@@ -398,8 +397,8 @@ class _Recorder(TorchDispatchMode):
         for entry in self.storages:
             if entry.kind != "temporary" or entry.first < 0:
                 continue
-            if not entry.created:
-                entry.kind = "input"
+            if not entry.created:  # a scalar the optimizer wraps (torch.tensor(1.0)) is not
+                entry.kind = "input" if ops[entry.first].phase != "optimizer" else "temporary"
             elif ops[entry.first].phase == "forward" and ops[entry.last].phase == "backward":
                 entry.kind = "activation"
         return dict(enumerate(self.storages))
@@ -730,9 +729,12 @@ def capture(meta: dict[str, Any] | None = None) -> Capture:
 
     Examples
     --------
+    >>> model = nn.Linear(64, 10)
+    >>> opt = torch.optim.SGD(model.parameters(), lr=0.1)
     >>> with roofline.capture() as t:
-    ...     loss = model(x).sum(); loss.backward(); opt.step()
-    >>> t.total_flops
+    ...     loss = model(torch.randn(32, 64)).sum(); loss.backward(); opt.step()
+    >>> sorted({op.phase for op in t.ops})
+    ['backward', 'forward', 'optimizer']
     """
     return Capture(meta)
 
@@ -744,11 +746,11 @@ def _warn_uncounted(trace: Trace) -> None:
     listed = ", ".join(f"{name} x{t.count}" for name, t in list(gaps.items())[:8])
     more = f" and {len(gaps) - 8} more" if len(gaps) > 8 else ""
     share = sum(t.bytes for t in gaps.values()) / max(trace.total_bytes, 1)
-    warnings.warn(
+    warn(
         f"{sum(t.count for t in gaps.values())} op calls ran without a FLOP formula and are "
         f"counted as 0 FLOPs (their bytes, {share:.1%} of the total, are counted): "
         f"{listed}{more}. See trace.uncounted.",
-        RooflineWarning, stacklevel=3)
+        RooflineWarning)
 
 
 __all__ = ["Capture", "capture"]

@@ -118,6 +118,13 @@ def measure(model_or_fn: Callable[..., Any], *args: Any, train: bool = False,
     inputs must already live on ``device`` (default: the first tensor argument's).
     ``min_seconds`` keeps timing steps past ``repeat`` until that much time was spent
     (as ``Timer.blocked_autorange``'s ``min_run_time``): short steps get more samples.
+
+    Examples
+    --------
+    >>> model = nn.Linear(256, 256)
+    >>> m = roofline.measure(model, torch.randn(64, 256), repeat=3)
+    >>> len(m.op_seconds) == len(m.trace.ops), m.device
+    (True, 'cpu')
     """
     if repeat < 1:
         raise ValueError("repeat must be >= 1")

@@ -262,6 +262,15 @@ def register_formula(*ops: Any, category: Category | str, bytes_rule: BytesRule 
         add is 2, a multiply 6), or a :class:`ComplexOperands` for an op whose operands
         may mix complex and real; None: complex calls are recorded uncounted.
     get_raw : pass tensors rather than shapes.
+
+    Examples
+    --------
+    >>> @roofline.register_formula(torch.ops.aten.special_zeta.default, category="pointwise")
+    ... def zeta_flops(*args, out_shape=None, **kwargs):
+    ...     return 20 * math.prod(out_shape)  # say: a 20-term series per element
+    >>> t = roofline.trace(lambda x: torch.special.zeta(x, x), torch.ones(100))
+    >>> t.total_flops, dict(t.uncounted)
+    (2000, {})
     """
     cat = Category.of(category)
     if isinstance(complex_flops, int) and complex_flops < 1:

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 from torch.utils._pytree import tree_flatten
 
-from roofline._errors import RooflineWarning
+from roofline._errors import RooflineWarning, warn
 from roofline.tracing.attention import AttentionAs
 from roofline.tracing.fake import modules_of
 from roofline.tracing.records import CaptureInfo
@@ -27,10 +26,10 @@ def unwrap_compiled(fn: Any) -> Any:
     orig = getattr(fn, "_orig_mod", None) or getattr(fn, "_torchdynamo_orig_callable", None)
     if orig is None:
         return fn
-    warnings.warn(
+    warn(
         "roofline traces torch.compile'd code eagerly: the counts are those of the eager "
         "ATen ops (fusion by the compiler changes bytes, not FLOPs).",
-        RooflineWarning, stacklevel=3)
+        RooflineWarning)
     return orig
 
 
@@ -97,12 +96,12 @@ def check_autocast(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> No
     if not on or any(d in devices for d in on):
         return
     where = ", ".join(sorted(devices))
-    warnings.warn(
+    warn(
         f"torch.autocast({on[0]!r}) is on, but the step's tensors are on {where}: autocast "
         f"changes nothing there, and the step is traced in full precision. Trace mixed "
         f"precision with torch.autocast({sorted(devices)[0]!r}, dtype=torch.bfloat16) around "
         "roofline.trace (the analysis costs it on the device you name).",
-        RooflineWarning, stacklevel=3)
+        RooflineWarning)
 
 
 def _disabled_autocast() -> list[str]:

@@ -32,7 +32,6 @@ What the wrappers work around on a fake process group:
 from __future__ import annotations
 
 import itertools
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,7 +41,7 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from roofline._checks import number
-from roofline._errors import RooflineWarning
+from roofline._errors import RooflineWarning, warn
 
 
 @dataclass
@@ -341,12 +340,12 @@ def _tp(model: nn.Module, options: Parallel, wrapping: Wrapping) -> nn.Module:
                 raise ValueError(f"tensor parallel over {world} GPUs: {name} has {width} "
                                  f"features, not divisible by {world}")
     if not plan:
-        warnings.warn(
+        warn(
             f"tensor parallel: found no layer to split in {type(model).__name__} (torch's "
             "tensor-parallel styles split nn.Linear layers; none widens and narrows back): "
             "every GPU holds the whole model and runs the whole step, so tensor parallelism "
             "gives no speedup. Use parallel='ddp' or 'fsdp' (--parallel ddp|fsdp), or pass "
-            "a plan", RooflineWarning, stacklevel=2)
+            "a plan", RooflineWarning)
         return model
     return parallelize_module(model, wrapping.mesh, plan)
 

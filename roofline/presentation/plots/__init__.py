@@ -38,6 +38,13 @@ def validation_scatter(v: Validation, ax: Axes | None = None) -> Axes:
     """Log-log scatter of predicted against measured op times; returns the Axes.
 
     Draws into ``ax`` when given; never calls ``plt.show()``.
+
+    Examples
+    --------
+    >>> model = nn.Linear(256, 256)
+    >>> m = roofline.measure(model, torch.randn(64, 256), repeat=3)
+    >>> v = roofline.validate(roofline.analyze(m.trace, "EPYC 7763"), m)
+    >>> ax = roofline.plot.validation_scatter(v)
     """
     pred, meas = v.per_op()
     with drawing(ax, (5.0, 5.0)) as out:

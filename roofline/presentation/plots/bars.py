@@ -90,6 +90,11 @@ def time_breakdown(analysis_or_comparison: Analysis | Comparison,
     matplotlib.axes.Axes
         One horizontal bar per (device, grouping), in milliseconds; each segment names its
         bound or category and its share of that device's step.
+
+    Examples
+    --------
+    >>> t = roofline.trace(nn.Linear(4096, 4096), torch.randn(8192, 4096), fake=True)
+    >>> ax = roofline.plot.time_breakdown(roofline.compare(t, "a100", "h100"))
     """
     src, dst = analyses(analysis_or_comparison, "time_breakdown")
     require_ops(src, "time_breakdown")
@@ -140,6 +145,11 @@ def compare_devices(trace: Trace, devices: Sequence[str | DeviceSpec], ax: Axes 
         Registry names or specs; the speedups printed are over the first one.
     options
         Those of :func:`roofline.analyze`.
+
+    Examples
+    --------
+    >>> t = roofline.trace(nn.Linear(4096, 4096), torch.randn(8192, 4096), fake=True)
+    >>> ax = roofline.plot.compare_devices(t, ["a100", "h100", "mi300x"])
     """
     if not isinstance(trace, Trace):
         raise TypeError(f"compare_devices() takes a Trace, got {type(trace).__name__}")

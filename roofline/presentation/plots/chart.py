@@ -104,6 +104,14 @@ def roofline_data(analysis_or_comparison: Analysis | Comparison,
         ``rated`` (False if some FLOPs had no roof). For an Analysis: ``seconds``,
         ``share`` (of the step), ``attained_flops_per_s`` and ``bound`` (holding most of the
         group's time). For a Comparison the last four come as ``src_*`` and ``dst_*``.
+
+    Examples
+    --------
+    >>> t = roofline.trace(nn.Linear(4096, 4096), torch.randn(8192, 4096), fake=True)
+    >>> df = roofline.plot.roofline_data(roofline.analyze(t, "a100"))
+    >>> df[["label", "count", "bound"]].to_dict("records")  # doctest: +NORMALIZE_WHITESPACE
+    [{'label': 'addmm 4096 8192x4096 4096x4096', 'count': 1, 'bound': 'compute'},
+     {'label': 't 4096x4096', 'count': 1, 'bound': 'none'}]
     """
     import pandas as pd
 
@@ -424,9 +432,11 @@ def roofline_chart(analysis_or_comparison: Analysis | Comparison, ax: Axes | Non
 
     Examples
     --------
-    >>> a = roofline.analyze(trace, "a100")
-    >>> roofline.plot.roofline_chart(a).figure.savefig("roofline.png")
-    >>> roofline.plot.roofline_chart(roofline.compare(trace, "a100", "h100"), group_by="module")
+    >>> t = roofline.trace(nn.Linear(4096, 4096), torch.randn(8192, 4096), fake=True)
+    >>> ax = roofline.plot.roofline_chart(roofline.analyze(t, "a100"))
+    >>> ax.figure.savefig("roofline.png")  # doctest: +SKIP
+    >>> ax = roofline.plot.roofline_chart(roofline.compare(t, "a100", "h100"),
+    ...                                   group_by="module")
     """
     src, dst = analyses(analysis_or_comparison, "roofline_chart")
     require_ops(src, "roofline_chart")

@@ -102,6 +102,14 @@ def memory_timeline(report_or_trace: MemoryReport | Trace, ax: Axes | None = Non
         An empty trace or report, or one without a storage table.
     TypeError
         Anything but a MemoryReport or a Trace.
+
+    Examples
+    --------
+    >>> model = nn.Linear(1024, 1024)
+    >>> opt = torch.optim.AdamW(model.parameters())
+    >>> t = roofline.trace(model, torch.randn(8, 1024), train=True, optimizer=opt,
+    ...                    loss_fn=lambda y: y.sum(), fake=True)
+    >>> ax = roofline.plot.memory_timeline(t, device="rtx 4090")
     """
     report, trace = _report(report_or_trace)
     fit = fits(report, device) if device is not None else None
@@ -213,6 +221,13 @@ def batch_curve(max_batch_result: MaxBatch, ax: Axes | None = None) -> Axes:
         Anything but a MaxBatch.
     ValueError
         A result with no traced batches.
+
+    Examples
+    --------
+    >>> model = nn.Sequential(nn.Linear(1024, 4096), nn.ReLU(), nn.Linear(4096, 1024))
+    >>> def build(b):
+    ...     return roofline.trace(model, torch.randn(b, 1024), fake=True)
+    >>> ax = roofline.plot.batch_curve(roofline.max_batch(build, "t4"))
     """
     import numpy as np
 
@@ -231,11 +246,13 @@ def batch_curve(max_batch_result: MaxBatch, ax: Axes | None = None) -> Axes:
     xmax = max(batches.max(), m.batch) * 1.12
     with drawing(ax, (8.0, 4.2)) as out:
         given, ax = ax, out
-        xs = np.array([0.0, xmax])
-        ax.plot(xs, m.fixed_bytes + m.bytes_per_sample * xs, "--", color="#332288", lw=1,
-                gid="fit", label=f"affine fit: {si(m.fixed_bytes, 'B')} + "
-                                 f"{si(m.bytes_per_sample, 'B')} per sample"
-                                 + ("" if m.affine else f" (NOT affine, {m.fit_error:.0%} off)"))
+        xs = np.unique(np.r_[np.linspace(0.0, xmax, 512), batches])  # the kinks, closely
+        pieces = len(m.pieces)
+        ax.plot(xs, m.fit_bytes(xs), "--", color="#332288", lw=1, gid="fit",
+                label=(f"affine fit: {si(m.fixed_bytes, 'B')} + "
+                       f"{si(m.bytes_per_sample, 'B')} per sample" if pieces <= 1 else
+                       f"affine fit, {pieces} pieces (the op at the peak changes)")
+                + ("" if m.affine else f" (NOT affine, {m.fit_error:.0%} off)"))
         ax.plot(batches, required, "o", color="#332288", ms=5, gid="traced",
                 label="traced: required bytes")
         ax.axhline(m.capacity_bytes, color=CAPACITY_COLOR, lw=1.5, gid="capacity",

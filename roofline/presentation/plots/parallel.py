@@ -43,6 +43,13 @@ def scaling_curve(s: Scaling | ParallelAnalysis, ax: Axes | None = None) -> Axes
 
     A :class:`~roofline.analysis.parallel.Scaling`, or one ParallelAnalysis (a DDP one is
     re-costed for 2, 4, 8... GPUs up to its own count). Returns the Axes.
+
+    Examples
+    --------
+    >>> model = nn.Sequential(nn.Linear(1024, 4096), nn.ReLU(), nn.Linear(4096, 1024))
+    >>> s = roofline.scaling(model, (torch.randn(64, 1024),), device="h100", gpus=(1, 2, 4),
+    ...                      loss_fn=lambda y: y.sum())
+    >>> ax = roofline.plot.scaling_curve(s)
     """
     label, points = _points(s)
     counts = sorted(points)
@@ -57,6 +64,7 @@ def scaling_curve(s: Scaling | ParallelAnalysis, ax: Axes | None = None) -> Axes
         out.set_yscale("log", base=2)
         out.set_xticks(counts, [str(n) for n in counts])
         out.set_yticks(counts, [str(n) for n in counts])
+        out.margins(x=0.08, y=0.15)  # room for the labels below the points
         out.set_xlabel("GPUs")
         out.set_ylabel("speedup over one GPU")
         out.set_title(f"{label}: are N GPUs N times as fast?", loc="left")
@@ -66,7 +74,15 @@ def scaling_curve(s: Scaling | ParallelAnalysis, ax: Axes | None = None) -> Axes
 
 def stream_timeline(p: ParallelAnalysis, ax: Axes | None = None) -> Axes:
     """The step's two streams over time: compute ops, collectives, and the compute
-    stream's waits for communication (the exposed part). Returns the Axes."""
+    stream's waits for communication (the exposed part). Returns the Axes.
+
+    Examples
+    --------
+    >>> model = nn.Sequential(nn.Linear(1024, 4096), nn.ReLU(), nn.Linear(4096, 1024))
+    >>> t = roofline.trace(model, torch.randn(64, 1024), train=True, loss_fn=lambda y: y.sum(),
+    ...                    parallel="ddp", gpus=8)
+    >>> ax = roofline.plot.stream_timeline(roofline.parallel(t, "h100"))
+    """
     if not isinstance(p, ParallelAnalysis):
         raise TypeError(f"stream_timeline() takes a ParallelAnalysis, got {type(p).__name__}")
     scale = 1e3  # ms

@@ -86,6 +86,12 @@ def speedup_curve(trace: Trace, device: str | DeviceSpec,
     matplotlib.axes.Axes
         Lines: the FLOP/s speedup, the bandwidth speedup, ideal ``y = x`` and the Amdahl
         ceilings (infinite FLOP/s, infinite bandwidth) as horizontal lines.
+
+    Examples
+    --------
+    >>> t = roofline.trace(nn.Linear(4096, 4096), torch.randn(8192, 4096), fake=True)
+    >>> ax = roofline.plot.speedup_curve(t, "a100")
+    >>> ax.figure.savefig("speedup.png")  # doctest: +SKIP
     """
     if not isinstance(trace, Trace):
         raise TypeError(f"speedup_curve() takes a Trace, got {type(trace).__name__}")
