@@ -34,6 +34,16 @@ def gpt2_trace() -> roofline.Trace:
     return t
 
 
+def resnet50_trace() -> roofline.Trace:
+    """ResNet-50's bf16 training step at batch 32 (the README's --html example)."""
+    zm = get_model("resnet50", batch_size=32, device="meta")
+    opt = torch.optim.AdamW(zm.model.parameters(), foreach=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        t = roofline.trace(zm.model, *zm.train_inputs, train=True, optimizer=opt, fake=True)
+    t.info.model = "ResNet-50"
+    return t
+
+
 def gpt2_build(batch: int) -> roofline.Trace:
     """The step of docs/howto/memory.md at ``batch`` sequences: fused attention."""
     zm = get_model("gpt2", batch_size=batch, seq_len=1024, dropout=0, device="meta")
@@ -51,6 +61,38 @@ def gpt2_parallel() -> roofline.ParallelAnalysis:
     t = roofline.trace(zm.model, *inputs, train=True, optimizer=opt, parallel="ddp", gpus=8)
     one = roofline.trace(zm.model, *zm.train_inputs, train=True, optimizer=opt, fake=True)
     return roofline.parallel(t, "rtx 4090", one_gpu=one)
+
+
+def report_screenshot(c: roofline.Comparison, name: str) -> None:
+    """The HTML report of ``c`` in headless Chromium, a point's tooltip showing (as
+    tests/test_report_browser.py drives it): needs Debian's chromium and chromium-driver
+    and selenium (the test extra)."""
+    import tempfile
+
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    from roofline.presentation.html import write_html
+
+    options = webdriver.ChromeOptions()
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1300,1000"):
+        options.add_argument(arg)
+    options.binary_location = "/usr/bin/chromium"
+    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            page = pathlib.Path(tmp) / "report.html"
+            write_html(str(page), c)
+            driver.get(page.as_uri())
+            biggest = max(driver.find_elements(By.CSS_SELECTOR, "#points .point"),
+                          key=lambda p: p.rect["width"])
+            ActionChains(driver).move_to_element(biggest).perform()
+            (OUT / name).write_bytes(driver.get_screenshot_as_png())
+    finally:
+        driver.quit()
+    print(f"wrote {OUT / name}", file=sys.stderr)
 
 
 def save(ax: object, name: str) -> pathlib.Path:
@@ -84,12 +126,14 @@ def main(only: list[str]) -> None:
         "scaling_gpt2_rtx4090.png": lambda: roofline.plot.scaling_curve(gpt2_parallel()),
         "timeline_gpt2_rtx4090.png": lambda: roofline.plot.stream_timeline(gpt2_parallel()),
     }
-    unknown = sorted(set(only) - set(charts))
+    unknown = sorted(set(only) - set(charts) - {"report.png"})
     if unknown:
         raise SystemExit(f"no such chart {unknown}; choose from {sorted(charts)} "
                          "(or name none for all)")
-    for name in only or charts:
+    for name in [n for n in only if n in charts] if only else charts:
         save(charts[name](), name)
+    if not only or "report.png" in only:
+        report_screenshot(roofline.compare(resnet50_trace(), "h100", "a100"), "report.png")
 
 
 if __name__ == "__main__":
