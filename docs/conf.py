@@ -11,8 +11,13 @@ Build: ``nox -s docs`` or ``sphinx-build -W --keep-going -b html docs docs/_buil
   without editing any page. No symlinks, so it works the same on every file system.
 * Notebooks are executed into the pages at every build (``nb_execution_mode = "force"``),
   so a page never shows outputs older than the code it documents; the test suite executes
-  them too (``tests/test_notebooks.py``), and a failing cell fails the build (``-W``). This
-  adds about 80 s to a build on 2 cores.
+  them too (``tests/test_notebooks.py``), and a failing cell fails the build (``-W``).
+* So are the Markdown pages that show outputs: they are MyST-NB text notebooks (a
+  ``file_format: mystnb`` header and ``{code-cell}`` blocks; ``!roofline ...`` runs the
+  command line: not ``%%bash``, whose partial-line chunks myst-nb's stream merging splits
+  into lines), and numbers in their prose are pasted from executed cells with the
+  ``{glue:text}`` role, never typed. Executing notebooks and pages adds a few minutes to a
+  build on 2 cores.
 * No intersphinx: CI builds offline, and a failed inventory download would be a warning,
   which ``-W`` turns into a failed build.
 """
@@ -21,7 +26,9 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
+import sys
 from pathlib import Path
 
 import roofline
@@ -68,6 +75,12 @@ def _copy_notebooks() -> None:
 
 
 _copy_notebooks()
+
+# Pages run the command line as ``!roofline ...`` in their kernels, which inherit this
+# environment: put the console scripts next to this interpreter first on the PATH, so the
+# ``roofline`` of this environment runs even when its ``bin/`` was never activated.
+os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable),
+                                      os.environ.get("PATH", "")])
 
 # -- Docstring conventions ------------------------------------------------------------------
 # The library's docstrings are numpydoc, with two plain-text habits that reST reads otherwise:
@@ -202,7 +215,7 @@ html_theme_options = {
     "navbar_align": "left",
     "show_toc_level": 2,
     "navigation_with_keys": False,
-    "header_links_before_dropdown": 7,  # all seven top-level pages in the header
+    "header_links_before_dropdown": 9,  # all nine top-level pages in the header
     "secondary_sidebar_items": ["page-toc"],
     "footer_start": ["copyright"],
     "footer_end": ["sphinx-version"],
@@ -211,4 +224,5 @@ html_context = {"default_mode": "light"}
 html_show_sourcelink = False
 # Pages without children would show an empty "Section Navigation"; the wide tables of the
 # device table and the validation page get that width instead.
-html_sidebars: dict[str, list[str]] = {"getting-started": [], "devices": [], "validation": []}
+html_sidebars: dict[str, list[str]] = {"getting-started": [], "devices": [], "validation": [],
+                                        "gallery": [], "tools": []}

@@ -873,3 +873,32 @@ def test_a_counted_op_the_library_does_not_know_is_not_filed_by_its_name() -> No
         assert info is None or info.category not in ("conv", "attention", "matmul")
     finally:
         del flop_registry[packet]
+
+
+# --- BLAS-1/2 and the gradients of slices (found uncounted by the docs' own pages) -------
+
+def test_dot_mv_and_addmv_count_their_multiply_adds() -> None:
+    x, a, b = torch.randn(100), torch.randn(30, 100), torch.randn(30)
+    flops = {op.name: op.flops for op in roofline.trace(
+        lambda: (x.dot(x), a.mv(x), torch.addmv(b, a, x))).ops}
+    assert flops == {"aten.dot.default": 2 * 100, "aten.mv.default": 2 * 30 * 100,
+                     "aten.addmv.default": 2 * 30 * 100 + 30}
+
+
+def test_slice_select_and_diagonal_gradients_are_counted_copies() -> None:
+    """Each makes zeros of the input's size (4 x 10 fp32, 160 B) and writes the gradient
+    into its part: it reads the gradient and writes the whole, no FLOPs."""
+    w = torch.randn(4, 10, requires_grad=True)
+    u, v, d = torch.randn(4, 3), torch.randn(10), torch.randn(4)  # gradients materialised
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", roofline.RooflineWarning)
+        t = roofline.trace(lambda w: (w[:, 2:5] * u).sum() + (w[1] * v).sum()
+                           + (w.diagonal() * d).sum(), w, train=True)
+    grads = {op.name: op for op in t.ops if op.name.endswith("_backward.default")}
+    assert set(grads) == {"aten.slice_backward.default", "aten.select_backward.default",
+                          "aten.diagonal_backward.default"}
+    read = {"aten.slice_backward.default": 4 * 3 * 4, "aten.select_backward.default": 10 * 4,
+            "aten.diagonal_backward.default": 4 * 4}
+    for name, op in grads.items():
+        assert op.flops == 0 and op.counted and op.bytes_written == 160
+        assert op.bytes_read == read[name]

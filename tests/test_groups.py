@@ -60,3 +60,13 @@ def test_ops_group_by_op_and_shapes_with_a_count(repeats: int) -> None:
     groups = _groups(model, torch.randn(8, 32), "op")
     assert groups["addmm 32 8x32 32x32"] == repeats  # bias, input, weight^T
     assert groups["relu 8x32"] == repeats
+
+
+def test_groups_of_one_label_and_two_dtypes_say_their_dtype() -> None:
+    """Casting a 64 x 64 weight to bf16 and a gradient back to fp32 are two groups of one
+    op and shape: their labels name the dtype."""
+    w = torch.randn(64, 64)
+    t = roofline.trace(lambda w: (w.to(torch.bfloat16), w.to(torch.bfloat16).float()), w)
+    labels = [g.label for g in grouped(roofline.analyze(t, "a100")).values()]
+    assert "_to_copy 64x64 (bf16)" in labels and "_to_copy 64x64 (fp32)" in labels
+    assert len(labels) == len(set(labels))

@@ -19,6 +19,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from roofline.analysis import Analysis
+from roofline.analysis.rates import dtype_key
 from roofline.analysis.timing import ROOFS
 from roofline.tracing.records import OpRecord, Trace
 
@@ -69,7 +70,14 @@ def keys(trace: Trace, group_by: str) -> list[tuple[str, str]]:
     if group_by == "module":
         folded = _folded_modules(trace)
         return [(m, m) for m in folded]
-    return [(f"{op.name}|{op.input_shapes}|{op.dtype}", op_label(op)) for op in trace.ops]
+    pairs = [(f"{op.name}|{op.input_shapes}|{op.dtype}", op_label(op)) for op in trace.ops]
+    groups: dict[str, set[str]] = defaultdict(set)
+    for key, label in pairs:
+        groups[label].add(key)
+    # one label for two groups (a cast to bf16 and one back, of the same shape): the dtype
+    return [(key, label if len(groups[label]) == 1 else
+             f"{label} ({dtype_key(op.dtype) or op.dtype})")
+            for (key, label), op in zip(pairs, trace.ops, strict=True)]
 
 
 def grouped(a: Analysis, group_by: str = "op") -> dict[str, Group]:

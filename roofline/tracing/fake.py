@@ -794,8 +794,8 @@ def _warm_up(optimizer: torch.optim.Optimizer, mode: FakeTensorMode) -> None:
         raise FakeModeError(
             f"fake=True: {type(optimizer).__name__}.step() reads tensor values ({e}: an "
             ".item() on its state or on a parameter's norm), which fake tensors do not "
-            "have. Trace with real tensors (fake=False), or take one real optimizer step "
-            "first: state that exists before the trace keeps its values") from e
+            "have. Trace with real tensors (fake=False) at a size that fits this machine") \
+            from e
     finally:
         for p in params:
             p.grad = None

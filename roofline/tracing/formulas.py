@@ -183,6 +183,24 @@ def reduction_flop(self: Any, **_: Any) -> int:
     return numel(self)
 
 
+@register_formula(aten.dot, aten.vdot, category="reduction", complex_flops=4)
+def dot_flop(self: Any, **_: Any) -> int:
+    # a multiply-add per element: 2 FLOPs (complex: 8 per element, counted by complex_flops)
+    return 2 * numel(self)
+
+
+@register_formula(aten.mv, category="matmul")
+def mv_flop(self: Any, **_: Any) -> int:
+    # (m x n) @ (n): a multiply-add per matrix element
+    return 2 * numel(self)
+
+
+@register_formula(aten.addmv, category="matmul")
+def addmv_flop(self: Any, mat: Any = None, **_: Any) -> int:
+    # beta * self + alpha * (mat @ vec): the GEMV's multiply-adds and one add per output
+    return 2 * numel(mat) + numel(self)
+
+
 @register_formula(aten.mean, category="reduction", complex_flops=2)
 def mean_flop(self: Any, out_shape: Any = None, **_: Any) -> int:
     # sum (n) + one divide per output (complex: both parts divided by the real count)
@@ -830,6 +848,9 @@ register_no_flops(
     aten.replication_pad2d, aten.masked_scatter, aten.diag_embed, aten.split_copy,
     aten.unbind_copy, aten.repeat_interleave, aten.im2col, aten.col2im)
 register_no_flops("copy", aten.copy_, aten.copy, bytes_rule=copy_from_src)
+# the gradient of a slice, select or diagonal: zeros of the input's size with the gradient
+# written into its part (it reads the gradient and writes the whole)
+register_no_flops("copy", aten.slice_backward, aten.select_backward, aten.diagonal_backward)
 # a new tensor built from self and src, both read whole (as slice_scatter, select_scatter)
 register_no_flops("copy", aten.diagonal_scatter, aten.as_strided_scatter)
 # copies of a view read the view, not self: a one-column narrow_copy of a cache reads a column
