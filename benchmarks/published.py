@@ -11,7 +11,7 @@ ratio, then the median and 90th-percentile error per source and precision. It al
 predicts each row's absolute throughput (samples/s, or ms per iteration) against the
 measured one.
 
-Every prediction is made four ways, each adding one physical effect to the one before
+Every prediction is made six ways, each adding one physical effect to the one before
 (the ablation says which effect moved which source's error):
 
 1. ``datasheet``: datasheet peaks, launch overhead as a floor in the max (the classic
@@ -20,8 +20,12 @@ Every prediction is made four ways, each adding one physical effect to the one b
    figures, each cited; class defaults where a device has none);
 3. ``+additive``: per-kernel overhead added to the transfer/compute time, and the DRAM
    latency of Little's law (``T = a + V / b``);
-4. ``+layout`` (the library's default): cuDNN's NCHW <-> NHWC transposes around 16-bit
-   channels-first convolutions.
+4. ``+layout``: cuDNN's NCHW <-> NHWC transposes around 16-bit channels-first
+   convolutions;
+5. ``+gemm shapes``: matmuls by the GEMM model fitted to the device's measured per-shape
+   table, or its class's (``gemm_shapes``);
+6. ``+passes`` (the library's default): softmax and layer norm with the passes PyTorch's
+   GPU kernels make (``kernel_passes``).
 
 No constant is tuned per model, device or pair, nor fitted to the validation file.
 
@@ -31,7 +35,9 @@ Usage: ``python benchmarks/published.py [--data PATH] [--efficiency 0.7] [--pair
 from __future__ import annotations
 
 import argparse
+import datetime
 import itertools
+import json
 import os
 import re
 import sys
@@ -45,6 +51,7 @@ import pandas as pd
 import torch
 
 import roofline
+from roofline.analysis.bands import BANDS_FILE, kind
 from roofline.tracing import AttentionMode
 from roofline.zoo import get_model
 
@@ -210,14 +217,20 @@ def trace(w: Workload) -> roofline.Trace:
 
 #: The four predictions, each adding one effect (module docstring), in order.
 VARIANTS: dict[str, dict[str, Any]] = {
-    "datasheet": {"peaks": "datasheet", "overhead_model": "max", "layout_transposes": False},
-    "+achievable": {"overhead_model": "max", "layout_transposes": False},
-    "+additive": {"layout_transposes": False},
-    "+layout": {},
+    "datasheet": {"peaks": "datasheet", "overhead_model": "max", "layout_transposes": False,
+                  "gemm_shapes": False, "kernel_passes": False},
+    "+achievable": {"overhead_model": "max", "layout_transposes": False,
+                    "gemm_shapes": False, "kernel_passes": False},
+    "+additive": {"layout_transposes": False, "gemm_shapes": False, "kernel_passes": False},
+    "+layout": {"gemm_shapes": False, "kernel_passes": False},
+    "+gemm shapes": {"kernel_passes": False},
+    "+passes": {},
 }
 LAST = list(VARIANTS)[-1]
 
 _SECONDS: dict[tuple[Workload, str, str], float] = {}
+_ANALYSES: dict[tuple[Any, str], roofline.Analysis] = {}  # (workload, device) -> the default's
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def seconds(w: Workload, device: roofline.DeviceSpec, opts: dict[str, Any],
@@ -231,6 +244,8 @@ def seconds(w: Workload, device: roofline.DeviceSpec, opts: dict[str, Any],
         if a.unrated_flops_share > 0:  # part of the step has no published rate: no prediction
             raise ValueError(a.assumptions[0])
         _SECONDS[key] = a.seconds
+        if variant == LAST:
+            _ANALYSES[(w, device.name)] = a
     return _SECONDS[key]
 
 
@@ -329,6 +344,7 @@ def run(path: Path, efficiency: float | None, show_pairs: bool) -> pd.DataFrame:
                     row[f"pred {v}"] = (wb.batch / sb) / (wa.batch / sa)
                     row[f"err {v}"] = row[f"pred {v}"] / measured - 1
                 row["predicted"], row["error"] = row[f"pred {LAST}"], row[f"err {LAST}"]
+                row["kind"] = kind(_ANALYSES[(wa, da.name)], _ANALYSES[(wb, db.name)])
                 rows.append(row)
                 for r, w, d in ((a, wa, da), (b, wb, db)):
                     if r.name not in absolutes and (e := absolute(r, w, d, opts)) is not None:
@@ -383,6 +399,19 @@ def summary(out: pd.DataFrame) -> None:
     print(", ".join(f"{name} {b:+.2f}" for name, b in bias.items()))
 
 
+def bands(out: pd.DataFrame) -> dict[str, Any]:
+    """Per kind of pair (roofline.analysis.bands.kind): the pairs and the 10th and 90th
+    percentiles of predicted / measured speedup."""
+    ratio = out.predicted / out.measured
+    kinds = {k: {"pairs": len(r), "p10": round(float(np.percentile(r, 10)), 4),
+                 "p90": round(float(np.percentile(r, 90)), 4)}
+             for k, r in ratio.groupby(out.kind)}
+    return {"source": f"benchmarks/published.py, {len(out)} device pairs of "
+                      f"../shared/validation/published_throughput.csv, run "
+                      f"{datetime.date.today().isoformat()} (roofline {roofline.__version__})",
+            "kinds": dict(sorted(kinds.items()))}
+
+
 def device_bias(out: pd.DataFrame) -> dict[str, float]:
     """Per-device log bias of the predictions, from pairs only (a diagnostic, not a fit used)."""
     a = out.A.map(lambda n: device(n).name)
@@ -407,6 +436,8 @@ def main() -> None:
                         help="one fraction for every device and roof, applied to the "
                              "rates of each variant (measured or datasheet)")
     parser.add_argument("--pairs", action="store_true", help="print every pair")
+    parser.add_argument("--write-bands", action="store_true",
+                        help=f"write the error bands to {BANDS_FILE.relative_to(ROOT)}")
     parser.add_argument("--trace-cache", type=Path, default=None,
                         help="folder to keep the traces in between runs (JSON)")
     args = parser.parse_args()
@@ -416,6 +447,14 @@ def main() -> None:
         raise SystemExit(f"no validation data at {args.data} (pass --data)")
     out = run(args.data, args.efficiency, args.pairs)
     summary(out)
+    found = bands(out)
+    print("\nerror bands (predicted / measured speedup) per kind of pair:")
+    for k, b in found["kinds"].items():
+        print(f"  {k:<30} {b['pairs']:4d} pairs   p10 {b['p10']:.3f}   p90 {b['p90']:.3f}")
+    if args.write_bands:
+        BANDS_FILE.parent.mkdir(exist_ok=True)
+        BANDS_FILE.write_text(json.dumps(found, indent=1) + "\n")
+        print(f"wrote {BANDS_FILE}")
 
 
 if __name__ == "__main__":

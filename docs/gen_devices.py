@@ -130,7 +130,7 @@ def _class_table() -> list[str]:
         "|---|---|--:|---|",
     ]
     for (cls, figure, key), default in _shipped_defaults().items():
-        if figure in ("bandwidth", "matrix"):
+        if figure in ("bandwidth", "matrix") or key in ("efficiency", "bandwidth_share"):
             median = f"{default.value:.0%} of datasheet"
         else:
             median = format_quantity(default.value, "seconds")

@@ -251,3 +251,45 @@ def test_mlp_train_analysis_runs_end_to_end() -> None:
     assert ((df["bound"] == "none") == (df["seconds"] == 0)).all()
     assert sum(v["fraction"] for v in a.by_bound().values()) == pytest.approx(1.0)
     assert "ms/step" in repr(a)
+
+
+# --- issue 23, item 4: an input pipeline's ceiling in samples per second --------------------
+
+def _batch_trace(batch: int) -> Trace:
+    t = roofline.trace(nn.Linear(1024, 1024), torch.randn(batch, 1024), fake=True)
+    assert t.info.batch == batch
+    return t
+
+
+def test_host_samples_per_s_holds_a_fast_step_to_the_pipeline() -> None:
+    t = _batch_trace(256)
+    free = roofline.analyze(t, "h100")
+    held = roofline.analyze(t, "h100", host_samples_per_s=1000)
+    assert free.seconds < 0.256  # the device alone would take well under 256 ms
+    assert held.seconds == pytest.approx(256 / 1000)
+    assert held.input_wait_seconds == pytest.approx(0.256 - free.seconds)
+    assert held.by_bound()["input"]["seconds"] == pytest.approx(held.input_wait_seconds)
+    # Amdahl: a faster device, 2x FLOP/s or bandwidth do not beat the pipeline
+    assert roofline.compare(t, "h100", "b200", host_samples_per_s=1000).speedup == 1.0
+    assert held.seconds_with(compute=2, memory=2) == pytest.approx(0.256)
+    assert any("host_samples_per_s" in n and "holds the step" in n for n in held.assumptions)
+
+
+def test_host_samples_per_s_above_the_device_changes_nothing() -> None:
+    t = _batch_trace(8)
+    a = roofline.analyze(t, "h100", host_samples_per_s=1e12)
+    assert a.seconds == roofline.analyze(t, "h100").seconds and a.input_wait_seconds == 0
+    assert "input" not in a.by_bound()
+
+
+@pytest.mark.parametrize("bad", [0, -5, float("inf"), float("nan"), True, "1000"])
+def test_host_samples_per_s_must_be_a_positive_rate(bad: object) -> None:
+    with pytest.raises(ValueError, match="host_samples_per_s"):
+        roofline.analyze(_batch_trace(8), "h100", host_samples_per_s=bad)
+
+
+def test_host_samples_per_s_needs_a_batch() -> None:
+    with roofline.capture() as t:
+        nn.Linear(8, 8)(torch.randn(4, 8))
+    with pytest.raises(ValueError, match=r"trace\.info\.batch"):
+        roofline.analyze(t, "h100", host_samples_per_s=10)

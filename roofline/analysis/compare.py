@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from roofline._table import Rows
+from roofline.analysis.bands import Band, band
 from roofline.analysis.reasons import Reasons, top_categories
 from roofline.analysis.timing import LIMITS, ROOFS, Analysis, analyze, ratio
 from roofline.analysis.validate import check_same_ops
@@ -41,6 +42,12 @@ class Comparison:
     def speedup(self) -> float:
         """``src.seconds / dst.seconds`` (>1: ``dst`` is faster; 1 for an empty trace)."""
         return ratio(self.src.seconds, self.dst.seconds)
+
+    @property
+    def band(self) -> Band | None:
+        """The range the published validation's pairs of this kind put the measured
+        speedup in (:mod:`roofline.analysis.bands`); None for a what-if device."""
+        return band(self.src, self.dst, self.speedup)
 
     @property
     def flops_ratio(self) -> float:
@@ -100,7 +107,7 @@ class Comparison:
             categories={b: top_categories(src, b) for b in shares if b != "host"},
             limits=self.speedup_limits(),
             assumptions=list(dict.fromkeys(src.assumptions + dst.assumptions)),
-            empty=src.seconds == 0, flops=src.trace.total_flops)
+            empty=src.seconds == 0, flops=src.trace.total_flops, band=self.band)
 
     def __repr__(self) -> str:
         return (f"Comparison({self.src.device.name} -> {self.dst.device.name}: "

@@ -54,6 +54,18 @@ class Options:
         Count the NCHW <-> NHWC transposes cuDNN adds around 16-bit convolutions of a
         channels-first model on an NVIDIA GPU (recorded by the capture as ``layout`` ops);
         ``False`` costs them at zero.
+    kernel_passes : bool
+        On a GPU, cost softmax, log-softmax and layer-norm backward with the passes
+        PyTorch's CUDA kernels make over rows that do not fit on chip, and their extra
+        kernels (``roofline.analysis.passes``); ``False``: each input read once.
+    gemm_shapes : bool
+        Cost matmuls (``mm``, ``addmm``, ``bmm``...) with the GEMM time model fitted to the
+        device's measured per-shape table, or its class's (``roofline.analysis.gemm``);
+        ``False``: the matrix figure and the share of the chip the GEMM's tiles fill.
+    host_samples_per_s : float, optional
+        A ceiling off the device, in samples per second (an input pipeline that delivers
+        at most this many): the step takes at least ``batch / host_samples_per_s``
+        seconds, the batch being the trace's (``trace.info.batch``).
     """
 
     tf32_matmul: bool = False
@@ -67,6 +79,9 @@ class Options:
     overhead_model: OverheadModel = "additive"
     graphs: bool = False
     layout_transposes: bool = True
+    gemm_shapes: bool = True
+    kernel_passes: bool = True
+    host_samples_per_s: float | None = None
 
     def __post_init__(self) -> None:
         for name, allowed in (("peaks", get_args(Peaks)),
@@ -75,7 +90,7 @@ class Options:
                 raise ValueError(f"{name}={getattr(self, name)!r}: expected one of "
                                  f"{', '.join(map(repr, allowed))}")
         for name in ("tf32_matmul", "tf32_conv", "fp16_accumulate", "overhead", "graphs",
-                     "layout_transposes"):
+                     "layout_transposes", "gemm_shapes", "kernel_passes"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if not _real(self.host_seconds) or not math.isfinite(self.host_seconds) \
@@ -85,6 +100,11 @@ class Options:
         if self.host_fraction is not None and not (
                 _real(self.host_fraction) and 0 <= self.host_fraction < 1):
             raise ValueError(f"host_fraction must be in [0, 1), got {self.host_fraction!r}")
+        if self.host_samples_per_s is not None and not (
+                _real(self.host_samples_per_s) and math.isfinite(self.host_samples_per_s)
+                and self.host_samples_per_s > 0):
+            raise ValueError(f"host_samples_per_s must be a finite number > 0 (samples per "
+                             f"second), got {self.host_samples_per_s!r}")
         check_efficiency(self.efficiency)
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from roofline.analysis.options import EFFICIENCY_KEYS, Options
 from roofline.hardware import DeviceSpec
-from roofline.hardware.achievable import Figure, Figures, figures
+from roofline.hardware.achievable import Figure, Figures, GemmFigure, figures
 from roofline.hardware.checks import check_efficiency
 from roofline.hardware.engines import Engine
 from roofline.hardware.measured import AccessPattern as Pattern
@@ -76,6 +76,8 @@ class Rates:
                                         "achievable" else None)
         #: figure name -> the achievable figure an op of this analysis used
         self.used: dict[str, Figure] = {}
+        #: dtype -> the GEMM time model matmuls of this analysis used
+        self.gemm_used: dict[str, GemmFigure] = {}
 
     def _use(self, name: str, figure: Figure | None) -> float:
         """The share of its datasheet figure that ``figure`` is (1 without one)."""
@@ -108,6 +110,17 @@ class Rates:
             self.used.setdefault("DRAM latency", latency)
             return latency.value
         return fig.value
+
+    def gemm(self, engine: Engine) -> GemmFigure | None:
+        """The GEMM time model of a matmul on ``engine`` (None: none, or switched off).
+        The tables measured fp32 accumulation: an fp16-accumulate GEMM has none."""
+        if self.figures is None or not self.options.gemm_shapes \
+                or engine.accumulate != "fp32":
+            return None
+        fig = self.figures.gemm(engine.dtype)
+        if fig is not None:
+            self.gemm_used.setdefault(engine.dtype, fig)
+        return fig
 
     def note(self, text: str) -> None:
         if text not in self.assumptions:

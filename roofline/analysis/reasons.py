@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from roofline.analysis.bands import Band
 from roofline.analysis.timing import Analysis
 
 #: Categories named per bound in the reasons.
@@ -39,6 +40,9 @@ class Reasons:
         The trace predicts no time at all (no ops, or views only).
     flops : int
         The trace's FLOPs (0: nothing for a FLOP/s ratio to act on).
+    band : Band or None
+        The published validation's range for pairs of this kind (None: a what-if device,
+        or no pairs of its kind).
     """
 
     src: str
@@ -52,6 +56,7 @@ class Reasons:
     assumptions: list[str] = field(default_factory=list)
     empty: bool = False
     flops: int = 0
+    band: Band | None = None
 
 
 def top_categories(a: Analysis, bound: str, n: int = TOP_CATEGORIES) -> list[str]:

@@ -58,11 +58,11 @@ import numpy as np
 
 from roofline._errors import RooflineWarning, warn
 from roofline._table import Rows
-from roofline.analysis import gemm
+from roofline.analysis import gemm, passes
 from roofline.analysis.options import Options
 from roofline.analysis.rates import Pattern, Rates, access_pattern, dtype_key
 from roofline.hardware import DeviceSpec, get_device
-from roofline.hardware.achievable import Figure
+from roofline.hardware.achievable import Figure, GemmFigure
 from roofline.hardware.curves import interpolate_memory
 from roofline.hardware.engines import Engine
 from roofline.tracing.records import MATRIX_CATEGORIES, Category, OpRecord, Trace
@@ -108,6 +108,8 @@ class Analysis:
     host_seconds: float
     assumptions: list[str]
     figures: dict[str, Figure] = field(default_factory=dict)
+    #: the least a step can take off the device: the batch over ``host_samples_per_s``
+    input_floor_seconds: float = 0.0
 
     def engine_flops_per_s(self, engine: Engine) -> float | None:
         """The rate ``engine`` runs at in this analysis (its roof on a roofline chart):
@@ -156,8 +158,15 @@ class Analysis:
 
     @property
     def seconds(self) -> float:
-        """Predicted step time: device time plus host time."""
-        return self.device_seconds + self.host_seconds
+        """Predicted step time: device time plus host time, at least the input pipeline's
+        time for the batch (``host_samples_per_s``)."""
+        return max(self.device_seconds + self.host_seconds, self.input_floor_seconds)
+
+    @property
+    def input_wait_seconds(self) -> float:
+        """Time the step waits for its input beyond the device and host work (0 unless
+        ``host_samples_per_s`` holds the step)."""
+        return max(0.0, self.input_floor_seconds - self.device_seconds - self.host_seconds)
 
     @property
     def intensity(self) -> np.ndarray:
@@ -216,9 +225,9 @@ class Analysis:
         """Seconds and fraction of the step per bound (``host`` included when nonzero)."""
         out = {b: {"seconds": 0.0, "fraction": 0.0} for b in ROOFS}
         out.update({k: v for k, v in self._group(self.bound).items() if k != FREE})
-        if self.host_seconds:
-            out["host"] = {"seconds": self.host_seconds,
-                           "fraction": self.host_seconds / self.seconds}
+        for name, extra in (("host", self.host_seconds), ("input", self.input_wait_seconds)):
+            if extra:
+                out[name] = {"seconds": extra, "fraction": extra / self.seconds}
         return Rows(out)
 
     def by_category(self) -> dict[str, dict[str, float]]:
@@ -251,8 +260,9 @@ class Analysis:
             scale[_roof_index(name)] = factor
         with np.errstate(divide="ignore"):
             inverse = np.where(np.isinf(scale), 0.0, 1.0 / scale)
-        return float(_combine(self.roof_seconds * inverse[:, None],
-                              self.options.overhead_model).sum()) + self.host_seconds
+        device = float(_combine(self.roof_seconds * inverse[:, None],
+                                self.options.overhead_model).sum())
+        return max(device + self.host_seconds, self.input_floor_seconds)
 
     def to_dataframe(self) -> Any:
         """One row per op: the trace's columns plus times, bound and roofline values."""
@@ -317,13 +327,15 @@ def _column(trace: Trace, name: str) -> np.ndarray:
 
 
 def _engines(trace: Trace, spec: DeviceSpec, rates: Rates,
-             ) -> tuple[list[Engine | None], np.ndarray, np.ndarray]:
-    """Engine, effective FLOP/s and fill of every op."""
+             ) -> tuple[list[Engine | None], np.ndarray, np.ndarray, dict[int, GemmFigure]]:
+    """Engine, effective FLOP/s and fill of every op, and the GEMM time model of each
+    matmul that has one."""
     n = len(trace.ops)
     engines: list[Engine | None] = [None] * n
     rate, fill = np.zeros(n), np.ones(n)
     on_curve: dict[str, list[int]] = {}  # measured matmul curve's dtype -> op indices
     shapes: dict[int, gemm.Gemm] = {}
+    fitted: dict[int, GemmFigure] = {}
     for i, op in enumerate(trace.ops):
         if op.flops <= 0:  # nothing to compute: no engine, no rate to look up
             continue
@@ -345,6 +357,14 @@ def _engines(trace: Trace, spec: DeviceSpec, rates: Rates,
             if _on_curve(spec, op, engine) and (shape := gemm.gemm(op)) is not None:
                 on_curve.setdefault(engine.dtype, []).append(i)
                 shapes[i] = shape
+            elif op.category == Category.MATMUL and (fit := rates.gemm(engine)) is not None:
+                # the measured tables' efficiency already holds their shapes' tile losses
+                rate[i] = (spec.peak_flops_per_s(None, engine) or 0.0) * fit.efficiency \
+                    * rates.efficiency[engine.kind]
+                units, measured_on = spec.compute_units, fit.compute_units
+                if units and measured_on and units != measured_on:  # a cores what-if
+                    fill[i] = gemm.fill(op, units) / gemm.fill(op, measured_on)
+                fitted[i] = fit
             else:
                 fill[i] = gemm.fill(op, spec.compute_units)
     for dtype, idx in on_curve.items():  # the measured rate of the shape replaces peak x fill
@@ -354,7 +374,7 @@ def _engines(trace: Trace, spec: DeviceSpec, rates: Rates,
         if measured_on and units and measured_on != units:  # a cores what-if of the chip
             rate[idx] *= [gemm.fill(trace.ops[i], units) * units
                           / (gemm.fill(trace.ops[i], measured_on) * measured_on) for i in idx]
-    return engines, rate, fill
+    return engines, rate, fill, fitted
 
 
 def _on_curve(spec: DeviceSpec, op: OpRecord, engine: Engine) -> bool:
@@ -378,9 +398,9 @@ def analyze(trace: Trace, device: str | DeviceSpec, **options: Any) -> Analysis:
     >>> a = roofline.analyze(t, "h100")
     >>> a.bound[-1], str(a.engine[-1])
     ('compute', 'matrix bf16')
-    >>> round(float(a.op_seconds[-1]) * 1e3, 3)  # ms: 2 x 8192 x 4096^2 FLOPs at the
-    ... # measured 794.5 TFLOP/s (0.346), plus one 2.63 us launch
-    0.348
+    >>> round(float(a.op_seconds[-1]) * 1e3, 3)  # ms: 2 x 8192 x 4096^2 FLOPs at 0.77 of
+    ... # the 989.4 TFLOP/s peak (the H100's fitted GEMM efficiency), plus its 2.7 us floor
+    0.364
     """
     if not isinstance(trace, Trace):
         raise TypeError(f"analyze() takes a Trace (from roofline.trace or roofline.capture), "
@@ -399,22 +419,31 @@ def analyze_step(trace: Trace, spec: DeviceSpec, opts: Options, *,
     rates = Rates(spec, opts)
     n = len(trace.ops)
     flops, nbytes = _column(trace, "flops"), _column(trace, "bytes")
-    engines, rate, fill = _engines(trace, spec, rates)
+    engines, rate, fill, fitted = _engines(trace, spec, rates)
     unrated = (flops > 0) & (rate <= 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         compute = np.where(flops > 0, flops / (rate * fill), 0.0)
     compute[unrated] = 0.0
     kernels = _column(trace, "kernels")
+    moved = nbytes  # the bytes the device's kernels move: the trace's, plus their passes
+    if opts.kernel_passes and spec.kind == "gpu":
+        moved, kernels = _with_passes(trace, nbytes, kernels, rates)
     if spec.memory_curve:  # measured bytes/s of an op that size: cache, threads, launch
-        bandwidth = interpolate_memory(spec.memory_curve, nbytes) * rates.efficiency["memory"]
+        bandwidth = interpolate_memory(spec.memory_curve, moved) * rates.efficiency["memory"]
     else:
         bandwidth = np.array([rates.bandwidth_bytes_per_s(access_pattern(
             op.bytes_read, op.bytes_written)) for op in trace.ops]) if n else np.zeros(0)
-    memory = nbytes / bandwidth
+    for i, fit in fitted.items():  # the weight-streaming rate and floor of the GEMM fit
+        bandwidth[i] = spec.bandwidth_bytes_per_s * fit.bandwidth_share \
+            * rates.efficiency["memory"]
+    memory = moved / bandwidth
     overhead = np.zeros(n)
     if opts.overhead:  # (only then is a measured overhead figure used, and listed)
-        overhead = kernels * (spec.launch_overhead_seconds if opts.overhead_model == "max"
-                              else rates.kernel_overhead_seconds)
+        per_kernel = np.full(n, spec.launch_overhead_seconds if opts.overhead_model == "max"
+                             else rates.kernel_overhead_seconds)
+        for i, fit in fitted.items():
+            per_kernel[i] = max(per_kernel[i], fit.floor_seconds)
+        overhead = kernels * per_kernel
     roofs = np.stack([compute, memory, overhead]) if n else np.zeros((len(ROOFS), 0))
     _drop_layout(trace, spec, opts, roofs, rates)
     device_seconds = float(_combine(roofs, opts.overhead_model).sum())
@@ -429,8 +458,46 @@ def analyze_step(trace: Trace, spec: DeviceSpec, opts: Options, *,
         warn(gap, RooflineWarning)
     rates.assumptions.extend(_trace_notes(trace, nbytes))
     rates.assumptions.extend(_figure_notes(spec, rates))
+    floor = _input_floor(trace, opts, device_seconds + host, rates)
     return Analysis(trace, spec, opts, engines, rate, fill, bandwidth, roofs, host,
-                    rates.assumptions, dict(rates.used))
+                    rates.assumptions, dict(rates.used), floor)
+
+
+def _input_floor(trace: Trace, opts: Options, seconds: float, rates: Rates) -> float:
+    """The least time the input pipeline takes for the trace's batch (0: no ceiling)."""
+    if opts.host_samples_per_s is None:
+        return 0.0
+    batch = trace.info.batch
+    if not batch:
+        raise ValueError("host_samples_per_s needs the trace's batch, and this trace records "
+                         "none (trace.info.batch is None: a capture() block, or no tensor "
+                         "input); pass host_seconds= instead")
+    floor = batch / opts.host_samples_per_s
+    held = "holds the step" if floor > seconds else "does not hold the step"
+    rates.note(f"the input pipeline delivers at most {opts.host_samples_per_s:.4g} samples/s "
+               f"(host_samples_per_s): batch {batch} takes at least {floor * 1e3:.4g} ms, "
+               f"which {held} ({seconds * 1e3:.4g} ms on the device and host)")
+    return floor
+
+
+def _with_passes(trace: Trace, nbytes: np.ndarray, kernels: np.ndarray, rates: Rates,
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes and kernels with the extra passes of PyTorch's GPU softmax and layer-norm
+    kernels (:mod:`roofline.analysis.passes`), and a note of how many ops have them."""
+    nbytes, kernels = nbytes.copy(), kernels.copy()
+    moved = 0
+    for i, op in enumerate(trace.ops):
+        more, launches = passes.extra(op)
+        if more or launches:
+            nbytes[i] += more
+            kernels[i] += launches
+            moved += more
+    if moved:
+        rates.note(f"softmax and layer-norm kernels costed with the passes PyTorch's GPU "
+                   f"kernels make (rows too long for the chip read 3x, softmax backward's "
+                   f"extra multiply, layer-norm weight gradients re-read): "
+                   f"{moved / 1e9:.3g} GB more (kernel_passes=False: one read)")
+    return nbytes, kernels
 
 
 def _drop_layout(trace: Trace, spec: DeviceSpec, opts: Options, roofs: np.ndarray,
@@ -455,8 +522,14 @@ def _figure_notes(spec: DeviceSpec, rates: Rates) -> list[str]:
         return [f"{spec.name}: datasheet peaks and the registry's launch constant (no "
                 "measured figure for it or its class)"]
     parts = [f"{name} {fig}" for name, fig in rates.used.items()]
-    return [f"{spec.name} at the rates it was measured to reach (peaks='achievable'; "
-            "other rates at the datasheet's): " + "; ".join(parts)]
+    notes = [f"{spec.name} at the rates it was measured to reach (peaks='achievable'; "
+             "other rates at the datasheet's): " + "; ".join(parts)]
+    if rates.gemm_used:
+        notes.append(f"{spec.name} matmuls by the GEMM model fitted to measured per-shape "
+                     "tables (floor + max(FLOPs / (share x peak), bytes / (share x "
+                     "bandwidth)); gemm_shapes=False for tiles x matrix figure): "
+                     + "; ".join(f"{d} {fig}" for d, fig in rates.gemm_used.items()))
+    return notes
 
 
 def _collectives_note(trace: Trace) -> list[str]:

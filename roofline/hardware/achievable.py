@@ -78,6 +78,7 @@ __all__ = [
     "ClassDefault",
     "Figure",
     "Figures",
+    "GemmFigure",
     "Origin",
     "class_defaults",
     "class_of",
@@ -144,6 +145,40 @@ class Figure:
         source = self.source.split(" (")[0] if self.origin == "class default" \
             else _short(self.source)
         return f"{text} ({share}{self.origin}: {source})"
+
+
+#: The dtypes whose GEMM fits have class defaults (pooled: the same matrix units at the
+#: same peak), by vendor and class: the 16-bit matrix units. fp32 GEMMs
+#: run on the CUDA cores, where parts of one class differ by 2x (one FP32 datapath per SM
+#: partition on Pascal, two on Ampere GA10x and Ada, which SGEMM fills to about 2/3:
+#: zzc0721/torch-performance-test-data@9d8282763726:database.md): no default carries over.
+GEMM_DEFAULT_DTYPES = frozenset({"bf16", "fp16"})
+GEMM_PARTS = ("efficiency", "bandwidth_share", "floor_seconds")
+
+
+@dataclass(frozen=True)
+class GemmFigure:
+    """The GEMM time model of one device and dtype, resolved (:meth:`Figures.gemm`).
+
+    ``seconds = floor_seconds + max(flops / (efficiency x peak), bytes / (bandwidth_share x
+    bandwidth))`` with the device's datasheet peak and bandwidth.
+    """
+
+    dtype: str
+    efficiency: float
+    bandwidth_share: float
+    floor_seconds: float
+    origin: Origin
+    source: str
+    fit: str = ""  # how well it fits its table, for a measured one
+    compute_units: int | None = None  # of the chip it was measured on (class default: None)
+
+    def __str__(self) -> str:
+        """E.g. ``"75% of peak, 74% of bandwidth, 6.5 us floor (measured: ...)"``."""
+        source = self.source if self.origin == "class default" else _short(self.source)
+        fit = f"; {self.fit}" if self.fit else ""
+        return (f"{self.efficiency:.0%} of peak, {self.bandwidth_share:.0%} of bandwidth, "
+                f"{si(self.floor_seconds, 's', digits=2)} floor ({self.origin}: {source}{fit})")
 
 
 @dataclass(frozen=True)
@@ -274,6 +309,11 @@ def class_defaults(population: Iterable[DeviceSpec]) -> dict[tuple[str, str, str
                               ("graph", spec.achievable.graph_launch_overhead_seconds)):
             if overhead is not None:
                 add((_KIND_LABEL[spec.kind], "launch", key), spec.name, overhead.value)
+        sixteen = [fit for dtype, fit in spec.achievable.gemm.items()
+                   if dtype in GEMM_DEFAULT_DTYPES][:1]  # one per device: bf16 or fp16
+        for fit in sixteen:  # by vendor too: cuBLAS and hipBLASLt are other libraries
+            for part in GEMM_PARTS:
+                add((f"{spec.vendor} {cls}", "gemm", part), spec.name, getattr(fit, part))
         latency = spec.achievable.dram_latency_seconds
         if latency is not None and spec.kind == "gpu" and memory_family(spec) != "other":
             add((f"{memory_family(spec)} GPU", "latency", ""), spec.name, latency.value)
@@ -372,6 +412,35 @@ class Figures:
         return Figure(peak, 1.0, "datasheet", f"matrix_flops_per_s[{key!r}]",
                       f"datasheet peak (no measured {key} matmul in class {self._class!r})",
                       "flops", name)
+
+    def gemm(self, dtype: Any) -> GemmFigure | None:
+        """The GEMM time model for ``dtype``: fitted to this device's measured table (or
+        its fp16/bf16 sibling's, of the same datasheet peak); else, for 16-bit dtypes, the
+        class medians of each part; None when neither exists (the analysis then costs a
+        GEMM at the matrix figure and the share of the chip it fills)."""
+        key = canonical_dtype(dtype)
+        spec = self._spec
+        if spec.measured or spec.peak_flops_per_s(
+                key, "vector" if key == "fp32" else "matrix") is None:
+            return None
+        table = spec.achievable.gemm if spec.achievable else {}
+        sibling = _SIBLING.get(key)
+        peaks = spec.matrix_flops_per_s
+        for own in (key, sibling):
+            if own in table and (own == key or peaks.get(own) == peaks.get(key)):
+                fit = table[own]
+                return GemmFigure(key, fit.efficiency, fit.bandwidth_share,
+                                  fit.floor_seconds, "measured", fit.source,
+                                  f"fit {fit.median_error:.0%} median over {fit.shapes} "
+                                  f"{own} shapes", fit.compute_units)
+        if key not in GEMM_DEFAULT_DTYPES:
+            return None
+        parts = [self._default("gemm", p, f"{spec.vendor} {self._class}") for p in GEMM_PARTS]
+        if not all(parts):
+            return None
+        eff, share, floor = (p.value for p in parts if p is not None)
+        return GemmFigure(key, eff, share, floor, "class default",
+                          parts[0].description if parts[0] else "")
 
     def vector(self, dtype: Any) -> Figure | None:
         """Achievable non-matrix FLOP/s for ``dtype``: measured, else the datasheet; None

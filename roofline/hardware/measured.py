@@ -18,9 +18,11 @@ from roofline.hardware.units import DTYPES, VECTOR_DTYPES, parse_quantity
 __all__ = [
     "CLOCK_MARGIN",
     "DRAM_LATENCY_BAND_SECONDS",
+    "GEMM_FLOOR_BAND_SECONDS",
     "AccessPattern",
     "Achievable",
     "BandwidthPattern",
+    "GemmFit",
     "Measured",
 ]
 
@@ -39,6 +41,10 @@ CLOCK_MARGIN = 1.20
 #: a physical limit. Measured GPU DRAM latencies are a few hundred ns (gpu-benches
 #: gpu-latency: 317 ns V100, 408 ns A100, 254 ns L40); 10 ns to 10 us leaves 30x each side.
 DRAM_LATENCY_BAND_SECONDS: tuple[float, float] = (1e-8, 1e-5)
+
+#: Plausible fixed time of one GEMM kernel, seconds (:class:`GemmFit`): a unit-slip check.
+#: Measured floors are 2-14 us (the shipped gemm.yaml); 0.1 us to 1 ms leaves 10x each side.
+GEMM_FLOOR_BAND_SECONDS: tuple[float, float] = (1e-7, 1e-3)
 
 #: Patterns an op's memory traffic is classed as (``roofline.analysis.rates``): ``read``
 #: (loads only), ``copy`` (one load and one store per element), ``triad`` (two loads, one
@@ -93,6 +99,48 @@ class Measured(BaseModel):
         return data
 
 
+class GemmFit(BaseModel):
+    """A GEMM time model fitted to a measured per-shape table of one device and dtype.
+
+    ``seconds = floor_seconds + max(2 m n k / (efficiency x peak), bytes / (bandwidth_share
+    x bandwidth))`` with the device's datasheet dense peak of the engine and its datasheet
+    DRAM bandwidth (``roofline.analysis.gemm.gemm_seconds``). ``shapes``, ``median_error``
+    and ``p90_error`` say how many shapes were fitted and how well (|predicted / measured -
+    1|, in-sample); ``benchmarks/fit_gemm.py`` fits them.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    efficiency: float = Field(gt=0, description="Share of the datasheet dense peak.")
+    bandwidth_share: float = Field(gt=0, description="Share of the datasheet DRAM bandwidth.")
+    floor_seconds: float = Field(gt=0, description="Fixed time per GEMM kernel, seconds.")
+    shapes: int = Field(gt=0, description="Shapes in the measured table.")
+    median_error: float = Field(ge=0, description="Median |predicted / measured - 1|.")
+    p90_error: float = Field(ge=0, description="90th percentile of the same.")
+    source: str = Field(description="Where the table was read: repo@commit:path or URL.")
+    method: str = Field(description="How it was measured.")
+    conditions: str | None = Field(None, description="Device string, software, power.")
+    compute_units: int | None = Field(
+        None, gt=0, description="Compute units (SMs) of the chip the table was measured on: "
+        "a what-if with other units rescales each GEMM by the share of the chip it fills.")
+
+    _require_source = model_validator(mode="before")(Measured._require_source.__func__)  # type: ignore[attr-defined]
+
+    @model_validator(mode="after")
+    def _plausible(self) -> GemmFit:
+        if self.efficiency > CLOCK_MARGIN:
+            raise ValueError(f"efficiency {self.efficiency:g} is above {CLOCK_MARGIN:g} of "
+                             "the datasheet peak (a sparse, fp16-accumulate or wrong peak?)")
+        if self.bandwidth_share > 1.0:
+            raise ValueError(f"bandwidth_share {self.bandwidth_share:g} is above 1: DRAM "
+                             "cannot stream faster than its datasheet bandwidth")
+        lo, hi = GEMM_FLOOR_BAND_SECONDS
+        if not lo <= self.floor_seconds <= hi:
+            raise ValueError(f"floor_seconds {self.floor_seconds:g} is outside {lo:g}-{hi:g} s "
+                             "(a unit slip: us written as s?)")
+        return self
+
+
 def _measured_values(kind: str, bits: bool = True) -> Any:
     """Before-validator parsing ``value`` of a Measured (or a dict of them) as ``kind``."""
 
@@ -133,12 +181,16 @@ class Achievable(BaseModel):
     graph_launch_overhead_seconds: Measured | None = None
     sustained_clock_hz: Measured | None = None
     dram_latency_seconds: Measured | None = None
+    gemm: dict[str, GemmFit] = Field(
+        default_factory=dict, description="GEMM time models fitted to measured per-shape "
+        "tables, by dtype (shipped ones: roofline/hardware/data/gemm.yaml).")
     ecc_default: bool | None = Field(
         None, description="ECC on by default (source in DeviceSpec.sources['ecc']).")
 
     normalise_matrix = field_validator("matrix_flops_per_s", mode="before")(peak_table(DTYPES))
     normalise_vector = field_validator("vector_flops_per_s", mode="before")(
         peak_table(VECTOR_DTYPES))
+    normalise_gemm = field_validator("gemm", mode="before")(peak_table(DTYPES))
 
     @model_validator(mode="before")
     @classmethod

@@ -37,6 +37,7 @@ from roofline._errors import (
     UnknownDeviceError,
     warn,
 )
+from roofline.hardware.gemm_fits import with_gemm_fits
 from roofline.hardware.spec import DeviceSpec, validate_device
 
 __all__ = [
@@ -286,7 +287,9 @@ def _load_file(path: Path) -> tuple[list[DeviceSpec], bool]:
 
 @functools.cache
 def _builtin() -> tuple[tuple[DeviceSpec, str], ...]:
-    return tuple((spec, str(path)) for path in _data_files() for spec in _load_file(path)[0])
+    loaded = [(spec, str(path)) for path in _data_files() for spec in _load_file(path)[0]]
+    fitted = with_gemm_fits(spec for spec, _ in loaded)
+    return tuple((spec, origin) for spec, (_, origin) in zip(fitted, loaded, strict=True))
 
 
 def _data_files() -> list[Path]:

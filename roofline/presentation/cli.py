@@ -160,6 +160,8 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
                             "fp16_accumulate": args.fp16_accumulate}
     if args.host_seconds:  # finite and >= 0: checked by _seconds
         opts["host_seconds"] = args.host_seconds
+    if args.host_samples_per_s is not None:
+        opts["host_samples_per_s"] = args.host_samples_per_s
     if args.peaks != "achievable":
         opts["peaks"] = args.peaks
     return opts
@@ -413,6 +415,9 @@ def _model_args(p: argparse.ArgumentParser) -> None:
                               "in the step")
     p.add_argument("--host-seconds", type=_seconds, default=0.0,
                    help="time per step off the device (data loading), kept fixed")
+    p.add_argument("--host-samples-per-s", type=_factor, default=None, metavar="N",
+                   help="the input pipeline's ceiling in samples per second: a step takes "
+                        "at least batch / N seconds, on any device")
     p.add_argument("--peaks", choices=("achievable", "datasheet"), default="achievable",
                    help="rates the device was measured to reach (default, each with its "
                         "source) or its datasheet peaks")

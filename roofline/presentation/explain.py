@@ -45,7 +45,8 @@ def explain(c: Comparison | Reasons | ParallelAnalysis, assumptions: bool = True
     >>> print(roofline.explain(roofline.compare(t, "a100", "h100"), assumptions=False))
     H100 SXM vs A100 SXM 80GB: 3.4x the FLOP/s and 1.6x the bandwidth give 3.43x: 100% of
     the step is compute-bound. On A100 SXM 80GB, infinite FLOP/s would give at most 72.90x,
-    infinite bandwidth 1.00x.
+    infinite bandwidth 1.00x. Published pairs of this kind (class default, compute-bound)
+    put the measured speedup at ...x (80% of ... pairs).
     """
     if isinstance(c, ParallelAnalysis):
         return _parallel(c, assumptions)
@@ -81,7 +82,11 @@ def explain(c: Comparison | Reasons | ParallelAnalysis, assumptions: bool = True
     limits = ", ".join(f"{_LIMIT_WORDS.get(name, name.replace('_', ' '))} "
                        f"{'would give at most ' if i == 0 else ''}{value:.2f}x"
                        for i, (name, value) in enumerate(r.limits.items()))
-    return text + f" On {r.src}, {limits}." + tail
+    band = r.band
+    sure = (f" Published pairs of this kind ({band.kind}) put the measured speedup at "
+            f"{band.low:.2f}-{band.high:.2f}x (80% of {band.pairs} pairs)."
+            if band is not None else "")
+    return text + f" On {r.src}, {limits}." + sure + tail
 
 
 #: How each speedup limit is named.

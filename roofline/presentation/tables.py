@@ -94,8 +94,11 @@ def answer(a: Analysis, *, compared: Comparison | None = None,
                  f"   at most {gain(compute=math.inf):.2f}x with infinite FLOP/s, "
                  f"{gain(memory=math.inf):.2f}x with infinite bandwidth")
     if compared is not None:
+        band = compared.band
+        sure = f"; {band.low:.2f}-{band.high:.2f}x on {band.pairs} published pairs of " \
+               "this kind" if band is not None else ""
         lines.append(f"{compared.src.device.name} -> {compared.dst.device.name}: "
-                     f"{compared.speedup:.2f}x ({_ratio_words(compared)})")
+                     f"{compared.speedup:.2f}x ({_ratio_words(compared)}{sure})")
     return "\n".join(lines)
 
 

@@ -1,0 +1,238 @@
+"""Per-kernel error of the time model against measured per-shape tables, per device and
+kernel family (GEMM, batched GEMM, elementwise, norm, softmax), with a train/test split.
+
+Every prediction is the library's own: each measured shape becomes an op record (GEMMs)
+or a traced step on fake tensors (row-wise kernels) and goes through ``roofline.analyze``.
+Columns (median |predicted / measured - 1| over a table's shapes; ``bias``: the median
+signed log error, < 0 when predicted faster than measured):
+
+* ``datasheet``: the classic roofline, ``max(FLOPs / peak, bytes / bandwidth, launch)``;
+* ``tiles``: achievable figures, a GEMM at the matrix figure times the share of the chip
+  its tiles fill, plus the launch overhead (``gemm_shapes=False``, the model before the
+  GEMM fits);
+* ``fitted``: the default, the GEMM model fitted to this very table (in-sample);
+* ``held out``: the device's own fit removed and replaced by the median of the *other*
+  measured devices of its vendor and class (what a user's new GPU of that class gets);
+  fp32 GEMMs have no class default (see ``GEMM_DEFAULT_DTYPES``) and fall back to tiles.
+
+Usage: ``python benchmarks/kernels.py`` (about a minute). Tables and their sources:
+``benchmarks/data/kernels/README.md``; the A100 and H100 row-wise tables are vidur's, whose
+boards are not stated (SXM assumed).
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import statistics
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+import roofline
+from roofline.hardware.achievable import GEMM_DEFAULT_DTYPES, class_of
+from roofline.hardware.measured import GemmFit
+from roofline.tracing.records import OpRecord, Trace
+
+sys.path.insert(0, str(Path(__file__).parent))
+from fit_gemm import ELEMENT_BYTES, TABLES, Table
+
+DATA = Path(__file__).parent / "data" / "kernels"
+DATASHEET = {"peaks": "datasheet", "gemm_shapes": False, "overhead_model": "max"}
+TILES = {"gemm_shapes": False}
+TORCH_DTYPE = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+
+
+def _rows(name: str) -> tuple[list[str], np.ndarray]:
+    with gzip.open(DATA / name, "rt") as f:
+        header = f.readline().strip().split(",")
+        lines = [line.strip().split(",") for line in f if line.strip()]
+    return header, np.array(lines, dtype=object)
+
+
+def _gemm_ops(m: np.ndarray, n: np.ndarray, k: np.ndarray, dtype: str,
+              batch: np.ndarray | None = None) -> list[OpRecord]:
+    e = ELEMENT_BYTES[dtype]
+    name = "aten.mm.default" if batch is None else "aten.bmm.default"
+    ops = []
+    for i in range(len(m)):
+        b = 1 if batch is None else int(batch[i])
+        mi, ni, ki = int(m[i]), int(n[i]), int(k[i])
+        lead = () if batch is None else (b,)
+        ops.append(OpRecord(name, "matmul", "forward", "", _TORCH_NAME[dtype],
+                            2 * b * mi * ni * ki, e * b * (mi * ki + ki * ni), e * b * mi * ni,
+                            input_shapes=((*lead, mi, ki), (*lead, ki, ni)),
+                            output_shapes=((*lead, mi, ni),)))
+    return ops
+
+
+_TORCH_NAME = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+
+
+def _errors(predicted: np.ndarray, measured: np.ndarray) -> tuple[float, float, float]:
+    """(median |error|, p90 |error|, median signed log error)."""
+    log = np.log(predicted / measured)
+    return (float(np.expm1(np.median(np.abs(log)))),
+            float(np.expm1(np.percentile(np.abs(log), 90))), float(np.median(log)))
+
+
+def _seconds(ops: list[OpRecord], device: str | roofline.DeviceSpec, **options: object,
+             ) -> np.ndarray:
+    a = roofline.analyze(Trace(ops), device, **options)  # type: ignore[arg-type]
+    return np.asarray(a.op_seconds)
+
+
+def held_out_spec(table: Table) -> roofline.DeviceSpec | None:
+    """The device with its own 16-bit fit replaced by the median of the other measured
+    devices of its vendor and class (None: no other member, or an fp32 table)."""
+    spec = roofline.get_device(table.device)
+    if table.dtype not in GEMM_DEFAULT_DTYPES or spec.achievable is None:
+        return None
+    others = []
+    for other in roofline.list_devices(vendor=spec.vendor):
+        if other.name == spec.name or other.achievable is None:
+            continue
+        fits = [f for d, f in other.achievable.gemm.items() if d in GEMM_DEFAULT_DTYPES]
+        if fits and class_of(other) == class_of(spec):
+            others.append((other.name, fits[0]))
+    if not others:
+        return None
+    median = {p: statistics.median(getattr(f, p) for _, f in others)
+              for p in ("efficiency", "bandwidth_share", "floor_seconds")}
+    fit = GemmFit(**median, shapes=1, median_error=0, p90_error=0,
+                  source=f"leave-one-out median of {', '.join(n for n, _ in others)}",
+                  method="benchmarks/kernels.py")
+    gemm = {d: f for d, f in spec.achievable.gemm.items() if d not in GEMM_DEFAULT_DTYPES}
+    gemm[table.dtype] = fit
+    return spec.with_overrides(achievable=spec.achievable.model_copy(update={"gemm": gemm}))
+
+
+def gemm_rows() -> list[list[str]]:
+    rows = []
+    for t in TABLES:
+        header, data = _rows(t.file)
+        m, n, k, measured = (data[:, header.index(c)].astype(float)
+                             for c in ("m", "n", "k", "seconds"))
+        ops = _gemm_ops(m, n, k, t.dtype)
+        cells = [t.device, t.dtype, str(len(ops))]
+        for options in (DATASHEET, TILES, {}):
+            err = _errors(_seconds(ops, t.device, **options), measured)
+            cells.append(f"{err[0]:.1%}")
+        fitted = _errors(_seconds(ops, t.device), measured)
+        cells.append(f"{fitted[1]:.0%}")
+        held = held_out_spec(t)
+        out = _errors(_seconds(ops, held if held is not None else t.device,
+                               **({} if held is not None else TILES)), measured)
+        cells += [f"{out[0]:.1%}" + ("" if held is not None else " (tiles)"), f"{out[1]:.0%}",
+                  f"{out[2]:+.2f}"]
+        rows.append(cells)
+    return rows
+
+
+def bmm_rows() -> list[list[str]]:
+    rows = []
+    for path in sorted(DATA.glob("bmm_aic_*_bf16.csv.gz")):
+        device = {"h100_sxm": "H100 SXM", "h200_sxm": "H200 SXM", "l40s": "L40S",
+                  "b200": "B200", "gb200_per_gpu": "GB200 (per GPU)"}[
+            path.name.removeprefix("bmm_aic_").removesuffix("_bf16.csv.gz")]
+        header, data = _rows(path.name)
+        b, m, n, k, measured = (data[:, header.index(c)].astype(float)
+                                for c in ("batch", "m", "n", "k", "seconds"))
+        ops = _gemm_ops(m, n, k, "bf16", batch=b)
+        cells = [device, "bf16", str(len(ops))]
+        for options in (DATASHEET, TILES, {}):
+            cells.append(f"{_errors(_seconds(ops, device, **options), measured)[0]:.1%}")
+        cells.append(f"{_errors(_seconds(ops, device), measured)[2]:+.2f}")
+        rows.append(cells)
+    return rows
+
+
+def _rowwise_step(op: str, rows: int, cols: int, dtype: torch.dtype) -> Callable[..., object]:
+    if op == "layer_norm":
+        norm = nn.LayerNorm(cols, device="meta", dtype=dtype)
+        return lambda x: norm(x)
+    if op == "softmax":
+        return lambda x: torch.softmax(x, dim=-1)
+    if op == "gelu":
+        return lambda x: nn.functional.gelu(x)
+    return torch.add  # vidur's residual add: two tensors of one shape in, one out
+
+
+#: LLMCompass times one call with time.time() around it and a synchronize: below this the
+#: host (Python, the launch, the synchronize: about 50 us for its smallest shapes), not the
+#: kernel, is what it measured.
+LLMCOMPASS_MIN_SECONDS = 200e-6
+#: Shapes per (table, op), spread evenly over the table's sizes: tracing each takes a while.
+ROWWISE_SHAPES = 60
+
+
+@functools.cache
+def _rowwise_trace(op: str, rows: int, cols: int) -> Trace:
+    """One row-wise kernel on fake fp16 tensors (GELU over a flat vector where LLMCompass
+    ran it so), traced once for every device."""
+    shape = (rows, cols) if op != "gelu" or rows > 1 else (cols,)
+    inputs = [torch.empty(*shape, dtype=torch.float16, device="meta")
+              for _ in range(2 if op == "add" else 1)]
+    return roofline.trace(_rowwise_step(op, rows, cols, torch.float16), *inputs, fake=True)
+
+
+def rowwise_rows() -> list[list[str]]:
+    sources = {"rowwise_vidur_a100_fp16.csv.gz": ("A100 SXM 80GB", "vidur"),
+               "rowwise_vidur_h100_fp16.csv.gz": ("H100 SXM", "vidur"),
+               "rowwise_vidur_a40_fp16.csv.gz": ("A40", "vidur"),
+               "rowwise_llmcompass_a100_fp16.csv.gz": ("A100 SXM 80GB", "LLMCompass")}
+    out = []
+    for file, (device, source) in sources.items():
+        header, data = _rows(file)
+        for op in sorted(set(data[:, header.index("op")])):
+            sel = data[data[:, header.index("op")] == op]
+            measured = sel[:, header.index("seconds")].astype(float)
+            if source == "LLMCompass":  # wall clock of one call: launch-bound below ~50 us
+                sel, measured = sel[measured >= LLMCOMPASS_MIN_SECONDS], \
+                    measured[measured >= LLMCOMPASS_MIN_SECONDS]
+            keep = np.linspace(0, len(sel) - 1, min(len(sel), ROWWISE_SHAPES)).astype(int)
+            sel, measured = sel[keep], measured[keep]
+            shapes = [(int(r), int(c)) for r, c in zip(
+                sel[:, header.index("rows")], sel[:, header.index("cols")], strict=True)]
+            traces = [_rowwise_trace(op, r, c) for r, c in shapes]
+            cells = [device, source, op, str(len(shapes))]
+            for label, options in (("datasheet", DATASHEET), ("default", {}),
+                                   ("kernel only", {"overhead": False})):
+                pred = np.array([roofline.analyze(t, device, **options).device_seconds
+                                 for t in traces])
+                err = _errors(pred, measured)
+                cells += [f"{err[0]:.1%}"] if label == "datasheet" else [
+                    f"{err[0]:.1%}", f"{err[2]:+.2f}"]
+            out.append(cells)
+    return out
+
+
+def table(header: Sequence[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    line = "| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |"
+    rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+    body = ["| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |"
+            for r in rows]
+    return "\n".join([line, rule, *body])
+
+
+def main() -> int:
+    print("GEMM (median |error| per table; fitted and held out also p90 and bias)\n")
+    print(table(["device", "dtype", "shapes", "datasheet", "tiles", "fitted", "fitted p90",
+                 "held out", "held-out p90", "held-out bias"], gemm_rows()))
+    print("\nBatched GEMM (AIConfigurator's MLA bmm; not fitted: the device's GEMM fit)\n")
+    print(table(["device", "dtype", "shapes", "datasheet", "tiles", "fitted", "bias"],
+                bmm_rows()))
+    print("\nRow-wise kernels (fp16; the library's model, no fit; kernel only: without the "
+          "launch overhead, as vidur's kineto kernel durations are)\n")
+    print(table(["device", "source", "op", "shapes", "datasheet", "default", "bias",
+                 "kernel only", "bias"], rowwise_rows()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
