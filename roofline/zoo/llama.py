@@ -117,11 +117,14 @@ def _cached_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     if T == 1:
         y = F.scaled_dot_product_attention(q.view(B, k.size(1), rep, d), k, v)
         return y.view(B, H, 1, d)
-    gqa = {"enable_gqa": True} if rep > 1 else {}
-    if start == 0:
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True, **gqa)
-    mask = torch.ones(T, end, dtype=torch.bool, device=q.device).tril(diagonal=start)
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, **gqa)
+    if rep > 1 and not _NATIVE_GQA:  # torch < 2.5: materialise the repeated K/V heads
+        k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+        rep = 1
+    gqa: dict[str, Any] = {"enable_gqa": True} if rep > 1 else {}
+    mask = None if start == 0 else torch.ones(T, end, dtype=torch.bool,
+                                              device=q.device).tril(diagonal=start)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=start == 0,
+                                          **gqa)
 
 
 class FeedForward(nn.Module):
@@ -221,7 +224,8 @@ class Llama(nn.Module):
         weight = self.tok_embeddings.weight
         if not 0 <= filled <= max_tokens:
             raise ValueError(f"filled={filled} must be between 0 and max_tokens={max_tokens}")
-        shape = (batch, self.layers[0].attention.n_kv_heads, max_tokens, self.head_dim)
+        first: Any = self.layers[0]
+        shape = (batch, int(first.attention.n_kv_heads), max_tokens, self.head_dim)
         kw: dict[str, Any] = {"dtype": dtype or weight.dtype,
                               "device": weight.device if device is None else device}
         n = len(self.layers)
