@@ -20,6 +20,7 @@ A :class:`~roofline.tracing.serving.ServingTrace` (device-independent) is costed
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -238,7 +239,17 @@ def find_capacity(st: ServingTrace, spec: DeviceSpec, **options: Any) -> Capacit
     context = st.total_tokens
     fit = fits(st.decode_step(st.batch), spec)
     one = fit if st.batch == 1 else fits(st.decode_step(1), spec)
-    search = max_batch(st.decode_step, spec, **options) if one.fits else None
+    search = None
+    if one.fits:
+        # the fit from the asked batch and twice it, where the allocator's rounding of the
+        # per-token tensors weighs least; the search traces its way to the answer anyway
+        # and keeps the fit's error (search.fit_error), so its warning is not repeated
+        start = st.batch if fit.fits else 1
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", ".*the step's memory is not affine",
+                                    RooflineWarning)
+            search = max_batch(st.decode_step, spec, fit_batches=(start, 2 * start),
+                               **options)
     return Capacity(spec.name, st.batch, search.batch if search else 0, context,
                     st.kv_bytes_per_sequence, st.parameter_bytes, fit, search)
 
