@@ -37,14 +37,14 @@ def hf_llama(dtype: torch.dtype = torch.bfloat16, **overrides: Any) -> nn.Module
     return model.to(dtype)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def tiny_trace(prompt: int = 256, new: int = 64, batch: int = 4,
                kv_dtype: str | None = None) -> roofline.ServingTrace:
     return roofline.trace_serving(hf_llama(), prompt_tokens=prompt, new_tokens=new,
                                   batch=batch, kv_dtype=kv_dtype)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def wide_trace() -> roofline.ServingTrace:
     """One layer of Llama-3-8B's shape (hidden 4096, SwiGLU 11008, GQA 32/8), 8 x 2048."""
     model = hf_llama(hidden_size=4096, intermediate_size=11008, num_attention_heads=32,
@@ -167,7 +167,7 @@ def test_prefill_is_compute_bound_and_decode_memory_bound_on_a_pure_roofline() -
 def test_tpot_is_affine_in_the_context_and_integrates_over_the_new_tokens() -> None:
     st = tiny_trace(prompt=512, new=257)
     s = roofline.serve(st, "a100", capacity=False)
-    first, mid, last = st.contexts
+    first, _, last = st.contexts
     assert (first, last) == (512, 512 + 257 - 1)
     t = [s.tpot_seconds(c) for c in st.contexts]
     assert t[0] < t[1] < t[2]
