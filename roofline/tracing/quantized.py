@@ -78,27 +78,32 @@ def requantize(trace: Trace, *, kv_dtype: torch.dtype | None = None,
     ``weight_dtype`` (see the module's docstring); the same trace when neither changes a
     byte."""
     storages = dict(trace.storages)
-    kv = {sid: _ratio(s.dtype, kv_dtype) for sid, s in storages.items()
-          if kv_dtype is not None and is_kv(s)}
-    kv = {sid: r for sid, r in kv.items() if r != 1.0}
-    weights = {sid for sid, s in storages.items() if s.kind == "parameter"}
-    ops, narrowed = [], set()
+    kv = _narrowed({sid: s for sid, s in storages.items() if is_kv(s)}, kv_dtype)
+    params = {sid for sid, s in storages.items() if s.kind == "parameter"}
+    ops, used = [], set()
     for op in trace.ops:
         new = _kv_op(op, kv, storages) if kv else op
-        if weight_dtype is not None and op.category == "matmul" and weights & set(op.input_ids):
+        read = params & set(op.input_ids)
+        if weight_dtype is not None and op.category == "matmul" and read:
             new = _weight_op(new, weight_dtype)
-            narrowed |= weights & set(op.input_ids)
+            used |= read
         ops.append(new)
-    for sid, r in kv.items():
+    weights = _narrowed({sid: storages[sid] for sid in used}, weight_dtype)
+    for sid, r in {**kv, **weights}.items():
+        to = kv_dtype if sid in kv else weight_dtype
         storages[sid] = replace(storages[sid], bytes=round(storages[sid].bytes * r),
-                                dtype=dtype_name(kv_dtype) if kv_dtype else storages[sid].dtype)
-    for sid in narrowed:
-        s = storages[sid]
-        if weight_dtype is not None and (r := _ratio(s.dtype, weight_dtype)) < 1.0:
-            storages[sid] = replace(s, bytes=round(s.bytes * r), dtype=dtype_name(weight_dtype))
-    if not kv and not narrowed:
+                                dtype=dtype_name(to) if to is not None else storages[sid].dtype)
+    if not kv and not weights:
         return trace
     return Trace(ops, dict(trace.meta), storages, replace(trace.info))
+
+
+def _narrowed(storages: dict[int, Storage], to: torch.dtype | None) -> dict[int, float]:
+    """Storage id -> the ratio of its bytes in ``to``, for those that ``to`` changes."""
+    if to is None:
+        return {}
+    ratios = {sid: _ratio(s.dtype, to) for sid, s in storages.items()}
+    return {sid: r for sid, r in ratios.items() if r != 1.0}
 
 
 def _ratio(dtype: str, to: torch.dtype | None) -> float:
