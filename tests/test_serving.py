@@ -339,3 +339,125 @@ def test_reprs_say_what_was_served() -> None:
     assert "TTFT" in text and "TPOT" in text and "fits" in text
     assert "ServingComparison(H100 SXM -> H200 SXM: prefill" in repr(
         roofline.compare(st, "h100", "h200"))
+
+
+# --- the command line --------------------------------------------------------------------
+
+SERVE = ["serve", "llama-tiny", "--device", "h200", "--prompt", "64", "--new", "16",
+         "--batch", "2"]
+
+
+def test_serve_prints_the_answer_first(capsys: pytest.CaptureFixture[str]) -> None:
+    from roofline.presentation.cli import main
+
+    assert main([*SERVE, "--compare", "h100"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == ("llama-tiny (bfloat16; batch 2, 64 prompt + 16 new tokens) on "
+                      "H200 SXM:")
+    assert out[1].startswith("TTFT ") and out[2].startswith("TPOT ")
+    assert "at 64 -> " in out[2] and "at 79 tokens of context" in out[2]
+    assert "tokens/s decoding" in out[3]
+    assert out[4].startswith("KV cache 1.02 kB/token")  # 2 x 2 layers x 4 x 32 x 2 bytes
+    assert "batch 2 fits" in out[4] and "at most" in out[4]
+    assert out[5].startswith("H200 SXM -> H100 SXM: ")
+    assert out[6].startswith("  prefill: ") and out[7].startswith("  decode: ")
+    text = "\n".join(out)
+    assert text.count("assumptions:") == 1 and "max batch" in text
+
+
+def test_serve_json(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from roofline.presentation.cli import main
+
+    assert main([*SERVE, "--json", "--kv-dtype", "fp8"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["kv_bytes_per_token"] == 2 * 2 * 4 * 32 * 1
+    assert data["kv_dtype"] == "float8_e4m3fn" and data["capacity"]["fits"]
+    assert set(data["tpot_seconds"]) == {"64", "72", "79"}
+    assert data["tokens_per_s"] == pytest.approx(2 / data["mean_tpot_seconds"])
+
+
+@pytest.mark.parametrize(("argv", "code", "needle"), [
+    (["serve", "gpt2", "--device", "h100"], 1, "takes no KV cache"),
+    (["serve", "llama-tiny", "--device", "h100", "--prompt", "2000", "--new", "100"], 1,
+     "exceed the 2048 positions"),
+    (["serve", "llama-tiny", "--device", "h100", "--new", "0"], 2, "must be >= 1"),
+])
+def test_serve_refuses_clearly(argv: list[str], code: int, needle: str,
+                               capsys: pytest.CaptureFixture[str]) -> None:
+    from roofline.presentation.cli import main
+
+    if code == 2:
+        with pytest.raises(SystemExit) as caught:
+            main(argv)
+        assert caught.value.code == 2
+    else:
+        assert main(argv) == 1
+    assert needle in capsys.readouterr().err
+
+
+def test_serve_writes_both_charts(tmp_path: Any) -> None:
+    from roofline.presentation.cli import main
+
+    batch, roof = tmp_path / "batch.png", tmp_path / "roof.png"
+    assert main([*SERVE, "--plot", str(batch), "--plot-roofline", str(roof)]) == 0
+    assert batch.stat().st_size > 10_000 and roof.stat().st_size > 10_000
+
+
+@pytest.mark.slow
+def test_serve_a_transformers_config_from_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
+    from roofline.presentation.cli import main
+
+    assert main(["serve", "transformers:LlamaConfig", "--device", "h100", "--prompt", "512",
+                 "--new", "64", "--batch", "4"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("LlamaConfig (bfloat16; batch 4, 512 prompt + 64 new tokens)")
+    assert "KV cache 524 kB/token" in out  # Llama-2-7B: 2 x 32 x 32 x 128 x 2 bytes
+
+
+# --- charts ------------------------------------------------------------------------------
+
+
+def _label_boxes(ax: Any) -> list[Any]:
+    """The pixel boxes of the chart's texts (an annotation's text alone, not its leader)."""
+    from roofline.presentation.plots._style import text_box
+
+    fig = ax.get_figure(root=True)
+    fig.canvas.draw()
+    rend = fig.canvas.get_renderer()
+    return [text_box(t, rend) for t in ax.texts]
+
+
+def test_the_batch_curve_shows_the_wall_and_the_asked_batch() -> None:
+    import matplotlib.pyplot as plt
+
+    s = roofline.serve(tiny_trace(prompt=1024, new=1024), "t4")
+    ax = roofline.plot.serving_batch_curve(s)
+    gids = {line.get_gid() for line in ax.get_lines()}
+    assert {"tokens", "wall", "asked"} <= gids
+    (wall,) = [line for line in ax.get_lines() if line.get_gid() == "wall"]
+    assert wall.get_xdata()[0] == s.capacity.max_batch + 0.5  # type: ignore[union-attr]
+    (tokens,) = [line for line in ax.get_lines() if line.get_gid() == "tokens"]
+    rates = tokens.get_ydata()
+    assert all(b >= a for a, b in zip(rates, rates[1:], strict=False))  # more per batch
+    plt.close(ax.get_figure(root=True))
+    with pytest.raises(ValueError, match="capacity=True"):
+        roofline.plot.serving_batch_curve(roofline.serve(tiny_trace(), "t4", capacity=False))
+    with pytest.raises(TypeError, match="takes a Serving"):
+        roofline.plot.serving_batch_curve(tiny_trace())  # type: ignore[arg-type]
+
+
+def test_the_serving_roofline_places_both_phases_without_overlapping_labels() -> None:
+    import matplotlib.pyplot as plt
+
+    s = roofline.serve(wide_trace(), "h100", capacity=False)
+    ax = roofline.plot.serving_roofline(s)
+    gids = {c.get_gid() for c in ax.collections}
+    assert {"prefill", "decode"} <= gids
+    boxes = _label_boxes(ax)
+    assert len(boxes) >= 4
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    labels = {t.get_text() for t in ax.texts}
+    assert "self_attn: attention" in labels or "q_proj" in labels
+    plt.close(ax.get_figure(root=True))

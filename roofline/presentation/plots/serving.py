@@ -80,10 +80,14 @@ def serving_batch_curve(serving: Serving, batches: list[int] | None = None,
     --------
     >>> from transformers import LlamaConfig, LlamaForCausalLM
     >>> config = LlamaConfig(vocab_size=1000, hidden_size=256, intermediate_size=688,
-    ...                      num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=4)
+    ...                      num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=4,
+    ...                      max_position_embeddings=8192)
     >>> with torch.device("meta"):
     ...     model = LlamaForCausalLM(config).to(torch.bfloat16)
     >>> s = roofline.serve(model, "rtx 4090", prompt_tokens=4096, new_tokens=4096)
+    >>> s.capacity.max_batch  # (24 GB - 0.57 GB of CUDA context and cuBLAS workspace)
+    ... # / (8.4 MB of KV cache per sequence of 8192 tokens, and a little activation)
+    2786
     >>> ax = roofline.plot.serving_batch_curve(s)
     """
     s = _serving(serving, "serving_batch_curve")
