@@ -5,6 +5,7 @@ model's sizes, not read back from the code under test."""
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import warnings
 from typing import Any
@@ -440,7 +441,7 @@ def test_the_batch_curve_shows_the_wall_and_the_asked_batch() -> None:
     assert wall.get_xdata()[0] == s.capacity.max_batch + 0.5  # type: ignore[union-attr]
     (tokens,) = [line for line in ax.get_lines() if line.get_gid() == "tokens"]
     rates = tokens.get_ydata()
-    assert all(b >= a for a, b in zip(rates, rates[1:], strict=False))  # more per batch
+    assert all(b >= a for a, b in itertools.pairwise(rates))  # more per batch
     plt.close(ax.get_figure(root=True))
     with pytest.raises(ValueError, match="capacity=True"):
         roofline.plot.serving_batch_curve(roofline.serve(tiny_trace(), "t4", capacity=False))
