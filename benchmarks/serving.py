@@ -201,7 +201,8 @@ def report(rows: pd.DataFrame, keys: list[str], title: str) -> None:
     for v in VARIANTS:
         rows[f"ratio {v}"] = rows[v] / rows.value
     show = ["device", *[k for k in keys if k != "metric"], "metric", "value",
-            *VARIANTS, *[f"ratio {v}" for v in VARIANTS]]
+            *(["fits"] if "fits" in rows else []), *VARIANTS,
+            *[f"ratio {v}" for v in VARIANTS]]
     with pd.option_context("display.width", 200, "display.max_rows", None):
         print(rows[show].round(3).to_string(index=False))
     print(f"\n{title}: absolute error (predicted / measured - 1; > 0: more tokens/s, or a "
