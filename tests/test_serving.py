@@ -175,10 +175,10 @@ def test_tpot_is_affine_in_the_context_and_integrates_over_the_new_tokens() -> N
     assert t[1] == pytest.approx((t[0] + t[2]) / 2, rel=0.01)  # three points on a line
     steps = range(512, 512 + 257 - 1)  # the first new token comes out of the prefill
     assert s.decode_seconds == pytest.approx(sum(s.tpot_seconds(c) for c in steps), rel=1e-9)
-    assert s.seconds == pytest.approx(s.ttft_seconds + s.decode_seconds)
+    assert s.total_seconds == pytest.approx(s.ttft_seconds + s.decode_seconds)
     assert s.mean_tpot_seconds == pytest.approx(s.decode_seconds / 256)
     assert s.tokens_per_s == pytest.approx(st.batch * s.tokens_per_s_per_sequence)
-    assert s.output_tokens_per_s == pytest.approx(st.batch * 257 / s.seconds)
+    assert s.output_tokens_per_s == pytest.approx(st.batch * 257 / s.total_seconds)
     split = s.decode_bounds()
     assert sum(v["seconds"] for v in split.values()) == pytest.approx(s.decode_seconds)
 
@@ -187,7 +187,7 @@ def test_one_new_token_is_the_prefill_alone() -> None:
     st = roofline.trace_serving(hf_llama(), prompt_tokens=32, new_tokens=1)
     s = roofline.serve(st, "h100", capacity=False)
     assert st.contexts == [32]
-    assert s.decode_seconds == 0.0 and s.seconds == s.ttft_seconds
+    assert s.decode_seconds == 0.0 and s.total_seconds == s.ttft_seconds
     assert s.mean_tpot_seconds == s.tpot_seconds(32) > 0
     assert math.isfinite(s.tokens_per_s) and s.tokens_per_s > 0
 
@@ -197,7 +197,7 @@ def test_one_new_token_is_the_prefill_alone() -> None:
 def test_every_rate_is_positive_and_finite(prompt: int, new: int, batch: int) -> None:
     s = roofline.serve(hf_llama(), "l4", prompt_tokens=prompt, new_tokens=new, batch=batch,
                        capacity=False)
-    for name in ("ttft_seconds", "mean_tpot_seconds", "seconds", "tokens_per_s",
+    for name in ("ttft_seconds", "mean_tpot_seconds", "total_seconds", "tokens_per_s",
                  "tokens_per_s_per_sequence", "output_tokens_per_s", "prefill_tokens_per_s"):
         value = getattr(s, name)
         assert math.isfinite(value) and value > 0, name
@@ -230,7 +230,7 @@ def test_a_device_swap_speeds_prefill_and_decode_up_for_their_own_reasons() -> N
     text = c.explain()
     assert "prefill: " in text and "FLOP/s" in text.splitlines()[1]
     assert "decode: " in text and "bandwidth" in text.splitlines()[2]
-    assert c.speedup == pytest.approx(c.src.seconds / c.dst.seconds)
+    assert c.speedup == pytest.approx(c.src.total_seconds / c.dst.total_seconds)
 
 
 # --- capacity ----------------------------------------------------------------------------
@@ -256,6 +256,12 @@ def test_a_batch_that_does_not_fit_is_answered_with_a_warning() -> None:
     assert s.capacity is not None and not s.capacity.fits
     assert 0 < s.capacity.max_batch < 20_000
     assert math.isfinite(s.tokens_per_s) and s.tokens_per_s > 0
+
+
+def test_a_device_with_no_memory_size_has_no_capacity() -> None:
+    s = roofline.serve(tiny_trace(), "EPYC 7763")
+    assert s.capacity is None and s.ttft_seconds > 0
+    assert "at most" not in repr(s)
 
 
 def test_weights_that_do_not_fit_leave_no_batch() -> None:

@@ -163,7 +163,7 @@ class Serving:
             self.trace.prompt_tokens)
 
     @property
-    def seconds(self) -> float:
+    def total_seconds(self) -> float:
         """The static batch from prompt to last token: prefill plus every decode step."""
         return self.ttft_seconds + self.decode_seconds
 
@@ -181,7 +181,7 @@ class Serving:
     def output_tokens_per_s(self) -> float:
         """Generated tokens per second over the whole run, prefill included (batch x new
         tokens / seconds): what static-batch benchmarks report."""
-        return ratio(self.trace.batch * self.trace.new_tokens, self.seconds)
+        return ratio(self.trace.batch * self.trace.new_tokens, self.total_seconds)
 
     @property
     def prefill_tokens_per_s(self) -> float:
@@ -293,8 +293,8 @@ def serve(model: Any, device: str | DeviceSpec, *, prompt_tokens: int | None = N
     prompt_tokens, new_tokens, batch, dtype, kv_dtype, weight_dtype, contexts : as
         :func:`roofline.trace_serving` (``batch`` defaults to 1).
     capacity : also find how many sequences fit (traces the decode step at a few more
-        batches; ``Serving.capacity``). A batch that does not fit is still costed, as if
-        it did, with a :class:`RooflineWarning`.
+        batches; ``Serving.capacity``; None on a device with no memory size). A batch
+        that does not fit is still costed, as if it did, with a :class:`RooflineWarning`.
     options : those of :func:`roofline.analyze` (``graphs=True`` for CUDA-graph launches).
 
     Raises
@@ -311,7 +311,7 @@ def serve(model: Any, device: str | DeviceSpec, *, prompt_tokens: int | None = N
     >>> with torch.device("meta"):
     ...     model = LlamaForCausalLM(config).to(torch.bfloat16)
     >>> s = roofline.serve(model, "h100", prompt_tokens=512, new_tokens=128, batch=8)
-    >>> s.ttft_seconds < s.seconds, s.tokens_per_s > s.tokens_per_s_per_sequence
+    >>> s.ttft_seconds < s.total_seconds, s.tokens_per_s > s.tokens_per_s_per_sequence
     (True, True)
     >>> max(s.decode_bounds(), key=lambda b: s.decode_bounds()[b]["fraction"])
     'overhead'
@@ -344,7 +344,8 @@ def serve_trace(st: ServingTrace, spec: DeviceSpec, *, capacity: bool = True,
     """:func:`serve` of a traced workload on a resolved device."""
     prefill = analyze(st.prefill, spec, **options)
     decode = {c: analyze(t, spec, **options) for c, t in st.decode.items()}
-    cap = find_capacity(st, spec, **options) if capacity else None
+    # a device with no memory size in the registry (a CPU) has no capacity to search
+    cap = find_capacity(st, spec, **options) if capacity and spec.memory_bytes else None
     last = decode[max(decode)]
     notes = _notes(st, last, options)
     if cap is not None:

@@ -123,7 +123,7 @@ class ServingComparison:
     @property
     def speedup(self) -> float:
         """The whole static batch, prompt to last token."""
-        return ratio(self.src.seconds, self.dst.seconds)
+        return ratio(self.src.total_seconds, self.dst.total_seconds)
 
     def reasons(self) -> dict[str, PhaseReason]:
         """Per phase (``prefill``, ``decode``), why it speeds up as it does."""
@@ -145,7 +145,8 @@ class ServingComparison:
         r = self.reasons()
         return "\n".join([
             f"{self.src.device.name} -> {self.dst.device.name}: {self.speedup:.2f}x for the "
-            f"whole batch ({si(self.src.seconds, 's')} -> {si(self.dst.seconds, 's')})",
+            f"whole batch ({si(self.src.total_seconds, 's')} -> "
+            f"{si(self.dst.total_seconds, 's')})",
             str(r["prefill"]), str(r["decode"])])
 
     def __repr__(self) -> str:

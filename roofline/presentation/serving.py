@@ -54,7 +54,7 @@ def answer(s: Serving, compared: ServingComparison | None = None) -> str:
         f"{tpot} ({_shares(s.decode_bounds())})",
         f"{s.tokens_per_s:.4g} tokens/s decoding ({s.tokens_per_s_per_sequence:.4g} per "
         f"sequence), {s.output_tokens_per_s:.4g} with the prefill; the batch takes "
-        f"{seconds(s.seconds)}",
+        f"{seconds(s.total_seconds)}",
         kv + (f"; {capacity_words(s.capacity)}" if s.capacity is not None else "")]
     if compared is not None:
         reasons = compared.reasons()
@@ -116,7 +116,8 @@ def comparison_table(c: ServingComparison) -> str:
              f"{c.decode_speedup:.2f}x"],
             ["tokens/s", f"{a.tokens_per_s:.4g}", f"{b.tokens_per_s:.4g}",
              f"{c.decode_speedup:.2f}x"],
-            ["whole batch", seconds(a.seconds), seconds(b.seconds), f"{c.speedup:.2f}x"]]
+            ["whole batch", seconds(a.total_seconds), seconds(b.total_seconds),
+             f"{c.speedup:.2f}x"]]
     if a.capacity is not None and b.capacity is not None:
         rows.append(["max batch", str(a.capacity.max_batch), str(b.capacity.max_batch), ""])
     return _table(["", a.device.name, b.device.name, "speedup"], rows, left=1)
@@ -143,7 +144,7 @@ def serving_dict(s: Serving) -> dict[str, Any]:
         "kv_dtype": st.kv_dtype, "weight_dtype": st.weight_dtype,
         "ttft_seconds": s.ttft_seconds, "mean_tpot_seconds": s.mean_tpot_seconds,
         "tpot_seconds": {str(c): s.tpot_seconds(c) for c in st.contexts},
-        "decode_seconds": s.decode_seconds, "seconds": s.seconds,
+        "decode_seconds": s.decode_seconds, "total_seconds": s.total_seconds,
         "tokens_per_s": s.tokens_per_s,
         "tokens_per_s_per_sequence": s.tokens_per_s_per_sequence,
         "output_tokens_per_s": s.output_tokens_per_s,
