@@ -6,16 +6,20 @@ roofline (:func:`analyze`) and predict the speedup of a device swap or a what-if
 device (:func:`compare`, :func:`what_if`, :func:`sweep`); the memory of a step, whether it
 fits and the largest batch that does (:func:`memory`, :func:`fits`, :func:`max_batch`,
 :func:`compare_at_max_batch`); a step on N GPUs, its communication and speedup
-(``trace(..., parallel=, gpus=)``, :func:`parallel`, :func:`scaling`).
+(``trace(..., parallel=, gpus=)``, :func:`parallel`, :func:`scaling`); serving an LLM:
+time to first token, time per output token, tokens/s and how many sequences fit
+(:func:`trace_serving`, :func:`serve`; :func:`compare` and :func:`what_if` of a serving
+trace give prefill and decode speedups apart).
 
 The layers only import downwards: capture (``tracing``) and ``hardware`` (siblings, neither
 imports the other) -> ``analysis`` -> ``presentation``.
 """
 
-from roofline._errors import RooflineError, RooflineWarning
+from roofline._errors import ContextLengthError, NoKVCacheError, RooflineError, RooflineWarning
 from roofline.analysis import (
     Analysis,
     BatchComparison,
+    Capacity,
     Comparison,
     Fit,
     MaxBatch,
@@ -24,6 +28,8 @@ from roofline.analysis import (
     ParallelAnalysis,
     Reasons,
     Scaling,
+    Serving,
+    ServingComparison,
     Validation,
     analyze,
     compare,
@@ -33,6 +39,7 @@ from roofline.analysis import (
     memory,
     parallel,
     scaling,
+    serve,
     sweep,
     validate,
     what_if,
@@ -51,10 +58,12 @@ from roofline.tracing import (
     Capture,
     FakeModeError,
     OpRecord,
+    ServingTrace,
     Trace,
     capture,
     register_formula,
     trace,
+    trace_serving,
 )
 from roofline.tracing.measure import Measurement, measure
 from roofline.tracing.strategies import Parallel
@@ -64,14 +73,17 @@ __version__ = "0.1.0"
 __all__ = [
     "Analysis",
     "BatchComparison",
+    "Capacity",
     "Capture",
     "Comparison",
+    "ContextLengthError",
     "DeviceSpec",
     "FakeModeError",
     "Fit",
     "MaxBatch",
     "Measurement",
     "MemoryReport",
+    "NoKVCacheError",
     "OpRecord",
     "Options",
     "Parallel",
@@ -80,6 +92,9 @@ __all__ = [
     "RooflineError",
     "RooflineWarning",
     "Scaling",
+    "Serving",
+    "ServingComparison",
+    "ServingTrace",
     "Trace",
     "Validation",
     "analyze",
@@ -100,8 +115,10 @@ __all__ = [
     "register_device",
     "register_formula",
     "scaling",
+    "serve",
     "sweep",
     "trace",
+    "trace_serving",
     "validate",
     "what_if",
 ]

@@ -20,11 +20,13 @@ from types import FrameType
 __all__ = [
     "AmbiguousDeviceError",
     "CalibrationError",
+    "ContextLengthError",
     "DeviceFileWarning",
     "DeviceSpecError",
     "FakeModeError",
     "MismatchError",
     "NeedsValues",
+    "NoKVCacheError",
     "RooflineError",
     "RooflineWarning",
     "UnknownDeviceError",
@@ -68,6 +70,15 @@ class FakeModeError(RooflineError, RuntimeError):
 
 class NeedsValues(RooflineError, RuntimeError):
     """A Python-level call (``.numpy()``) that needs a fake tensor's values."""
+
+
+class NoKVCacheError(RooflineError, TypeError):
+    """A model whose forward takes no KV cache, so a decode step cannot be traced; the
+    message says how to pass one."""
+
+
+class ContextLengthError(RooflineError, ValueError):
+    """Prompt plus new tokens exceed the longest context the model takes."""
 
 
 # --- hardware ----------------------------------------------------------------------------

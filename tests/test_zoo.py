@@ -349,6 +349,27 @@ def test_llama_matches_hf_numerically() -> None:
     _compare(zm, hf, zm.inputs[0])
 
 
+def test_llama_with_a_kv_cache_matches_one_full_forward() -> None:
+    """A prompt, a chunk after it and single tokens through the cache give the logits of
+    one forward over the whole sequence (GQA: the decode path stacks the query heads)."""
+    torch.manual_seed(0)
+    zm = get_model("llama-tiny", batch_size=2, seq_len=12, vocab_size=101, dim=64,
+                   n_heads=8, n_kv_heads=2, hidden_dim=96)
+    model: Any = zm.model.eval()
+    idx = zm.inputs[0]
+    with torch.no_grad():
+        full = model(idx)
+        cache = model.make_kv_cache(2, 12)
+        parts = [model(idx[:, :5], cache=cache), model(idx[:, 5:9], cache=cache)]
+        parts += [model(idx[:, i:i + 1], cache=cache) for i in range(9, 12)]
+        last = model(idx, logits_to_keep=1)
+    assert cache.length == 12
+    torch.testing.assert_close(torch.cat(parts, dim=1), full, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(last, full[:, -1:], atol=1e-5, rtol=1e-4)
+    with pytest.raises(ValueError, match="the cache holds 12 tokens and has room for 12"):
+        model(idx[:, :1], cache=cache)
+
+
 def test_vit_matches_hf_numerically() -> None:
     tf = pytest.importorskip("transformers")
     torch.manual_seed(0)

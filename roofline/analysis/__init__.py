@@ -5,6 +5,8 @@
 ``reasons`` (why, as data) and ``validate`` (against a measurement) -> ``compare``
 (speedups, what-ifs). Memory: ``memory`` (what is live when) -> ``fit`` (against a
 device, with the allocator's overheads) -> ``batch`` (the largest batch that fits).
+Serving an LLM: ``serving`` (a serving trace on one device: TTFT, TPOT, tokens/s,
+capacity) -> ``serving_compare`` (prefill and decode speedups, their reasons).
 Several GPUs: ``collectives`` (one collective's cost on a link) -> ``parallel`` (two
 streams, their critical path; scaling over GPU counts).
 """
@@ -16,11 +18,14 @@ from roofline.analysis.memory import MemoryReport, memory
 from roofline.analysis.options import Options
 from roofline.analysis.parallel import ParallelAnalysis, Scaling, parallel, scaling
 from roofline.analysis.reasons import Reasons
+from roofline.analysis.serving import Capacity, Serving, serve
+from roofline.analysis.serving_compare import PhaseReason, ServingComparison
 from roofline.analysis.timing import BOUNDS, ROOFS, Analysis, analyze
 from roofline.analysis.validate import MismatchError, Validation, validate
 
-__all__ = ["BOUNDS", "ROOFS", "Analysis", "BatchComparison", "Comparison", "Fit", "MaxBatch",
-           "MemoryReport", "MismatchError", "Options", "ParallelAnalysis", "Reasons",
-           "Scaling", "Validation", "analyze",
+__all__ = ["BOUNDS", "ROOFS", "Analysis", "BatchComparison", "Capacity", "Comparison", "Fit",
+           "MaxBatch", "MemoryReport", "MismatchError", "Options", "ParallelAnalysis",
+           "PhaseReason", "Reasons", "Scaling", "Serving", "ServingComparison",
+           "Validation", "analyze",
            "compare", "compare_at_max_batch", "fits", "max_batch", "memory", "parallel",
-           "scaling", "sweep", "validate", "what_if"]
+           "scaling", "serve", "sweep", "validate", "what_if"]

@@ -5,18 +5,25 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
 from roofline._table import Rows
 from roofline.analysis.bands import Band, band
 from roofline.analysis.reasons import Reasons, top_categories
+from roofline.analysis.serving import Serving
+from roofline.analysis.serving_compare import (
+    ServingComparison,
+    compare_serving,
+    what_if_serving,
+)
 from roofline.analysis.timing import LIMITS, ROOFS, Analysis, analyze, ratio
 from roofline.analysis.validate import check_same_ops
 from roofline.hardware import DeviceSpec, get_device
 from roofline.tracing.measure import Measurement
 from roofline.tracing.records import Trace
+from roofline.tracing.serving import ServingTrace
 
 #: What ``what_if`` asks when given no factor: the seed question, "2x the FLOP/s".
 SEED_FLOPS_FACTOR = 2.0
@@ -132,10 +139,23 @@ def _pair(trace: Trace, src: DeviceSpec, dst: DeviceSpec, options: dict[str, Any
     return a, analyze(trace, dst, **options)
 
 
+@overload
 def compare(trace: Trace, src: str | DeviceSpec, dst: str | DeviceSpec,
-            method: str = "roofline", measurement: Measurement | None = None,
-            **options: Any) -> Comparison:
+            method: str = ..., measurement: Measurement | None = ...,
+            **options: Any) -> Comparison: ...
+@overload
+def compare(trace: ServingTrace | Serving, src: str | DeviceSpec, dst: str | DeviceSpec,
+            method: str = ..., measurement: Measurement | None = ...,
+            **options: Any) -> ServingComparison: ...
+def compare(trace: Trace | ServingTrace | Serving, src: str | DeviceSpec,
+            dst: str | DeviceSpec, method: str = "roofline",
+            measurement: Measurement | None = None,
+            **options: Any) -> Comparison | ServingComparison:
     """Predict the speedup of ``dst`` over ``src`` for ``trace``.
+
+    A serving trace (:func:`roofline.trace_serving`, or a :class:`Serving`) gives a
+    :class:`~roofline.analysis.serving_compare.ServingComparison`: the speedups of
+    prefill and decode apart, with their reasons.
 
     Parameters
     ----------
@@ -156,6 +176,10 @@ def compare(trace: Trace, src: str | DeviceSpec, dst: str | DeviceSpec,
     """
     if method not in ("roofline", "runtime"):
         raise ValueError(f"method must be 'roofline' or 'runtime', got {method!r}")
+    if isinstance(trace, (ServingTrace, Serving)):
+        if method != "roofline" or measurement is not None:
+            raise ValueError("a serving trace is compared with method='roofline' only")
+        return compare_serving(trace, src, dst, **options)
     a, b = _pair(trace, get_device(src), get_device(dst), options)
     if method == "roofline":
         if measurement is not None:
@@ -180,9 +204,19 @@ def compare(trace: Trace, src: str | DeviceSpec, dst: str | DeviceSpec,
     return Comparison(scaled(a), scaled(b), label="runtime")
 
 
-def what_if(trace: Trace, device: str | DeviceSpec, flops: float | None = None,
-            bandwidth: float | None = None, clock: float | None = None,
-            cores: float | None = None, **options: Any) -> Comparison:
+@overload
+def what_if(trace: Trace, device: str | DeviceSpec, flops: float | None = ...,
+            bandwidth: float | None = ..., clock: float | None = ...,
+            cores: float | None = ..., **options: Any) -> Comparison: ...
+@overload
+def what_if(trace: ServingTrace | Serving, device: str | DeviceSpec,
+            flops: float | None = ..., bandwidth: float | None = ...,
+            clock: float | None = ..., cores: float | None = ...,
+            **options: Any) -> ServingComparison: ...
+def what_if(trace: Trace | ServingTrace | Serving, device: str | DeviceSpec,
+            flops: float | None = None, bandwidth: float | None = None,
+            clock: float | None = None, cores: float | None = None,
+            **options: Any) -> Comparison | ServingComparison:
     """Speedup if ``device`` had ``flops``x its FLOP/s, ``bandwidth``x its bandwidth,
     ``clock``x its clock or ``cores``x its compute units.
 
@@ -198,7 +232,9 @@ def what_if(trace: Trace, device: str | DeviceSpec, flops: float | None = None,
       that fill the chip gain; bandwidth stays.
 
     A factor not given stays 1; with none given the call asks the seed question,
-    ``flops=2``.
+    ``flops=2``. A serving trace (:func:`roofline.trace_serving`) gives a
+    :class:`~roofline.analysis.serving_compare.ServingComparison`: prefill and decode
+    apart.
 
     Examples
     --------
@@ -217,6 +253,8 @@ def what_if(trace: Trace, device: str | DeviceSpec, flops: float | None = None,
             _check_factor(name.removesuffix("_factor"), value)
     spec = get_device(device)
     one = {k: 1.0 if v is None else v for k, v in factors.items()}
+    if isinstance(trace, (ServingTrace, Serving)):
+        return what_if_serving(trace, spec, one, **options)
     return compare(trace, spec, spec.scaled(
         flops_factor=one["flops_factor"], bandwidth_factor=one["bandwidth_factor"],
         clock_factor=one["clock_factor"], cores_factor=one["cores_factor"]), **options)

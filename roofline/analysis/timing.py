@@ -339,34 +339,22 @@ def _engines(trace: Trace, spec: DeviceSpec, rates: Rates,
     for i, op in enumerate(trace.ops):
         if op.flops <= 0:  # nothing to compute: no engine, no rate to look up
             continue
-        matrix = op.category in MATRIX_CATEGORIES
-        depthwise = matrix and gemm.is_depthwise(op)
-        if depthwise:  # a per-channel stencil: no GEMM for matrix units
-            matrix = False
-            rates.note("depthwise convolutions run on the vector units (one input channel "
-                       "per group leaves no GEMM for matrix units)")
-        found = rates.compute(matrix, op.dtype, op.category)
+        matrix, found = _engine(op, spec, rates)
         if found is None:
             continue
         engines[i], rate[i] = found
         engine = found[0]
-        if depthwise and (measured := gemm.depthwise_rate(spec, op, engine)):
-            rate[i] = measured * rates.efficiency["vector"]
-            rates.note("depthwise convolutions run at the calibrated depthwise rates")
-        if matrix:  # a GEMM, on the matrix engine or fallen back to the vector one
-            if _on_curve(spec, op, engine) and (shape := gemm.gemm(op)) is not None:
-                on_curve.setdefault(engine.dtype, []).append(i)
-                shapes[i] = shape
-            elif op.category == Category.MATMUL and (fit := rates.gemm(engine)) is not None:
-                # the measured tables' efficiency already holds their shapes' tile losses
-                rate[i] = (spec.peak_flops_per_s(None, engine) or 0.0) * fit.efficiency \
-                    * rates.efficiency[engine.kind]
-                units, measured_on = spec.compute_units, fit.compute_units
-                if units and measured_on and units != measured_on:  # a cores what-if
-                    fill[i] = gemm.fill(op, units) / gemm.fill(op, measured_on)
-                fitted[i] = fit
-            else:
-                fill[i] = gemm.fill(op, spec.compute_units)
+        if not matrix:
+            continue
+        # a GEMM, on the matrix engine or fallen back to the vector one
+        if _on_curve(spec, op, engine) and (shape := gemm.gemm(op)) is not None:
+            on_curve.setdefault(engine.dtype, []).append(i)
+            shapes[i] = shape
+        elif op.category == Category.MATMUL and (fit := rates.gemm(engine)) is not None:
+            rate[i], fill[i] = _fitted_rate(spec, op, engine, fit, rates)
+            fitted[i] = fit
+        else:
+            fill[i] = gemm.fill(op, spec.compute_units)
     for dtype, idx in on_curve.items():  # the measured rate of the shape replaces peak x fill
         rate[idx] = gemm.curve_rates([shapes[i] for i in idx], spec.matmul_curve[dtype]) \
             * rates.efficiency["matrix"]
@@ -375,6 +363,37 @@ def _engines(trace: Trace, spec: DeviceSpec, rates: Rates,
             rate[idx] *= [gemm.fill(trace.ops[i], units) * units
                           / (gemm.fill(trace.ops[i], measured_on) * measured_on) for i in idx]
     return engines, rate, fill, fitted
+
+
+def _engine(op: OpRecord, spec: DeviceSpec, rates: Rates,
+            ) -> tuple[bool, tuple[Engine, float] | None]:
+    """Whether the op is a GEMM, and the engine and FLOP/s it runs at (None: no rate). A
+    depthwise convolution is a per-channel stencil with no GEMM for matrix units: on the
+    vector units, at the calibrated depthwise rate where the spec has one."""
+    matrix = op.category in MATRIX_CATEGORIES
+    if not (matrix and gemm.is_depthwise(op)):
+        return matrix, rates.compute(matrix, op.dtype, op.category)
+    rates.note("depthwise convolutions run on the vector units (one input channel per group "
+               "leaves no GEMM for matrix units)")
+    found = rates.compute(False, op.dtype, op.category)
+    if found is not None and (measured := gemm.depthwise_rate(spec, op, found[0])):
+        rates.note("depthwise convolutions run at the calibrated depthwise rates")
+        return False, (found[0], measured * rates.efficiency["vector"])
+    return False, found
+
+
+def _fitted_rate(spec: DeviceSpec, op: OpRecord, engine: Engine, fit: GemmFigure,
+                 rates: Rates) -> tuple[float, float]:
+    """(FLOP/s, fill) of a matmul by its GEMM fit: the fitted share of the peak (the tables'
+    efficiency already holds their shapes' tile losses, so fill 1), and on a chip with
+    other compute units than the one measured (a cores what-if) the share of it the
+    GEMM's tiles fill, relative to the measured chip's."""
+    rate = (spec.peak_flops_per_s(None, engine) or 0.0) * fit.efficiency \
+        * rates.efficiency[engine.kind]
+    units, measured_on = spec.compute_units, fit.compute_units
+    if units and measured_on and units != measured_on:
+        return rate, gemm.fill(op, units) / gemm.fill(op, measured_on)
+    return rate, 1.0
 
 
 def _on_curve(spec: DeviceSpec, op: OpRecord, engine: Engine) -> bool:

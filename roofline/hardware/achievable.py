@@ -62,13 +62,13 @@ from __future__ import annotations
 import functools
 import re
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from roofline._si import si
+from roofline.hardware.measured import Achievable, Measured
 from roofline.hardware.measured import BandwidthPattern as Pattern
-from roofline.hardware.measured import Measured
 from roofline.hardware.registry import _builtin  # the shipped data files only
 from roofline.hardware.spec import DEFAULT_LAUNCH_OVERHEAD_SECONDS, DeviceSpec
 from roofline.hardware.units import canonical_dtype
@@ -290,37 +290,39 @@ def class_defaults(population: Iterable[DeviceSpec]) -> dict[tuple[str, str, str
         ``"graph"``) or ``"latency"`` (class: the memory family, key ``""``).
     """
     samples: dict[tuple[str, str, str], list[tuple[str, float]]] = {}
-
-    def add(key: tuple[str, str, str], name: str, value: float) -> None:
-        samples.setdefault(key, []).append((name, value))
-
     for spec in population:
-        if spec.achievable is None or spec.measured:
-            continue
-        cls = class_of(spec)
-        for pattern in ("read", "copy", "triad", "stream_app"):
-            own = _own_bandwidth(spec, pattern)
-            if own is not None:
-                add((cls, "bandwidth", pattern), spec.name,
-                    own[0].value / spec.bandwidth_bytes_per_s)
-        for dtype, m in spec.achievable.matrix_flops_per_s.items():
-            add((cls, "matrix", dtype), spec.name, m.value / spec.matrix_flops_per_s[dtype])
-        for key, overhead in (("plain", spec.achievable.launch_overhead_seconds),
-                              ("graph", spec.achievable.graph_launch_overhead_seconds)):
-            if overhead is not None:
-                add((_KIND_LABEL[spec.kind], "launch", key), spec.name, overhead.value)
-        sixteen = [fit for dtype, fit in spec.achievable.gemm.items()
-                   if dtype in GEMM_DEFAULT_DTYPES][:1]  # one per device: bf16 or fp16
-        for fit in sixteen:  # by vendor too: cuBLAS and hipBLASLt are other libraries
-            for part in GEMM_PARTS:
-                add((f"{spec.vendor} {cls}", "gemm", part), spec.name, getattr(fit, part))
-        latency = spec.achievable.dram_latency_seconds
-        if latency is not None and spec.kind == "gpu" and memory_family(spec) != "other":
-            add((f"{memory_family(spec)} GPU", "latency", ""), spec.name, latency.value)
+        if spec.achievable is not None and not spec.measured:
+            for key, value in _samples(spec, spec.achievable):
+                samples.setdefault(key, []).append((spec.name, value))
     return {key: ClassDefault(key[0], key[1], key[2],
                               statistics.median(v for _, v in rows),
                               tuple(name for name, _ in rows))
             for key, rows in sorted(samples.items())}
+
+
+def _samples(spec: DeviceSpec, achievable: Achievable,
+             ) -> Iterator[tuple[tuple[str, str, str], float]]:
+    """((class, figure, key), value) of every measured figure of one device that a class
+    default pools."""
+    cls = class_of(spec)
+    for pattern in ("read", "copy", "triad", "stream_app"):
+        own = _own_bandwidth(spec, pattern)
+        if own is not None:
+            yield (cls, "bandwidth", pattern), own[0].value / spec.bandwidth_bytes_per_s
+    for dtype, m in achievable.matrix_flops_per_s.items():
+        yield (cls, "matrix", dtype), m.value / spec.matrix_flops_per_s[dtype]
+    for key, overhead in (("plain", achievable.launch_overhead_seconds),
+                          ("graph", achievable.graph_launch_overhead_seconds)):
+        if overhead is not None:
+            yield (_KIND_LABEL[spec.kind], "launch", key), overhead.value
+    sixteen = [fit for dtype, fit in achievable.gemm.items()
+               if dtype in GEMM_DEFAULT_DTYPES][:1]  # one per device: bf16 or fp16
+    for fit in sixteen:  # by vendor too: cuBLAS and hipBLASLt are other libraries
+        for part in GEMM_PARTS:
+            yield (f"{spec.vendor} {cls}", "gemm", part), getattr(fit, part)
+    latency = achievable.dram_latency_seconds
+    if latency is not None and spec.kind == "gpu" and memory_family(spec) != "other":
+        yield (f"{memory_family(spec)} GPU", "latency", ""), latency.value
 
 
 @functools.cache

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from roofline.presentation.groups import GROUPS
+from roofline.presentation.serve_cli import add_parser as _add_serve
 from roofline.tracing.attention import MODES as _ATTENTION
 from roofline.tracing.strategies import STRATEGIES
 
@@ -356,6 +357,14 @@ def cmd_what_if(args: argparse.Namespace) -> str:
                                               args.verbose)]).rstrip()
 
 
+def cmd_serve(args: argparse.Namespace) -> str:
+    """``serve``: an LLM's prefill and decode on one device, or two with ``--compare``."""
+    from roofline.presentation.serve_cli import serve_command
+
+    return serve_command(args, _device(args.device),
+                         _device(args.compare) if args.compare else None)
+
+
 def cmd_devices(args: argparse.Namespace) -> str:
     from roofline.hardware import list_devices
     from roofline.presentation.devices import devices_to_json, format_devices_table
@@ -478,6 +487,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="search the largest batch that fits the device (traced on fake "
                         "tensors) and the samples/s at it; not with --batch-size")
     p.set_defaults(func=cmd_memory)
+
+    _add_serve(sub, _int_at_least, "zoo name, transformers:<Config> or package.module:factory",
+               cmd_serve)
 
     p = sub.add_parser("devices", help="the hardware registry")
     p.add_argument("--wide", action="store_true",

@@ -36,6 +36,48 @@ def load_model(spec: str, *, batch_size: int | None = None, seq_len: int | None 
                      device=device)
 
 
+def causal_lm(spec: str, *, device: str | None = "meta") -> tuple[str, torch.nn.Module]:
+    """The model a CLI user named, for serving: its name and the module itself.
+
+    ``transformers:<Config>`` builds the causal LM of that config (random init, no
+    download), a zoo name its model, ``package.module:factory`` what the factory returns
+    (a module, a :class:`ZooModel` or ``(model, inputs)``). On ``"meta"`` by default:
+    nothing is allocated.
+    """
+    if spec.startswith("transformers:"):
+        name = spec.split(":", 1)[1]
+        try:
+            import transformers
+        except ImportError as e:
+            raise ValueError("transformers: models need `pip install transformers`") from e
+        config_cls = getattr(transformers, name, None)
+        if config_cls is None or not name.endswith("Config"):
+            raise ValueError(f"transformers has no config class {name!r} "
+                             "(use e.g. transformers:LlamaConfig)")
+        with _on(device):
+            try:
+                return name, transformers.AutoModelForCausalLM.from_config(config_cls())
+            except ValueError as e:
+                raise ValueError(f"{name} has no causal language model in transformers "
+                                 f"(AutoModelForCausalLM: {e})") from e
+    if ":" in spec:
+        module_name, _, attr = spec.partition(":")
+        try:
+            factory = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError) as e:
+            raise ValueError(f"cannot import {spec!r}: {e}") from e
+        with _on(device):
+            made = factory()
+        made = made[0] if isinstance(made, tuple) else made
+        made = made.model if isinstance(made, ZooModel) else made
+        if not isinstance(made, torch.nn.Module):
+            raise ValueError(f"{spec} must return an nn.Module, a ZooModel or (model, "
+                             f"inputs), got {type(made).__name__}")
+        return attr, made
+    zm = get_model(spec, device=device)
+    return zm.name, zm.model
+
+
 def _on(device: str | None) -> contextlib.AbstractContextManager[Any]:
     """Make ``device`` the default for new tensors (nothing for ``None``)."""
     return torch.device(device) if device is not None else contextlib.nullcontext()

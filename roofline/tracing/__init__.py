@@ -6,6 +6,7 @@ from roofline.tracing.capture import Capture, capture
 from roofline.tracing.info import CaptureInfo
 from roofline.tracing.ops import register_formula, register_no_flops
 from roofline.tracing.records import MATRIX_CATEGORIES, Breakdown, Category, OpRecord, Totals, Trace
+from roofline.tracing.serving import ServingTrace, trace_serving
 from roofline.tracing.step import trace
 
 __all__ = [
@@ -18,10 +19,12 @@ __all__ = [
     "FakeModeError",
     "OpRecord",
     "RooflineWarning",
+    "ServingTrace",
     "Totals",
     "Trace",
     "capture",
     "register_formula",
     "register_no_flops",
     "trace",
+    "trace_serving",
 ]

@@ -1,4 +1,9 @@
-"""Llama 2 / Llama 3 decoder (Touvron et al. 2023): RMSNorm, RoPE, SwiGLU, GQA, untied head."""
+"""Llama 2 / Llama 3 decoder (Touvron et al. 2023): RMSNorm, RoPE, SwiGLU, GQA, untied head.
+
+With a :class:`KVCache` (``model.make_kv_cache(batch, max_tokens)``) the forward writes each
+layer's new keys and values into the cache and attends over every token it holds: a prompt
+(prefill) or one new token per sequence (decode), as a serving engine runs them.
+"""
 
 from __future__ import annotations
 
@@ -32,6 +37,24 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x2, x1), dim=-1)
 
 
+class KVCache:
+    """Every layer's keys and values, ``(batch, n_kv_heads, max_tokens, head_dim)`` each,
+    and how many tokens they hold.
+
+    ``length`` is a Python int, so a step on fake tensors needs no tensor values; the
+    forward that writes tokens advances it.
+    """
+
+    def __init__(self, keys: list[torch.Tensor], values: list[torch.Tensor],
+                 length: int = 0) -> None:
+        self.keys, self.values, self.length = keys, values, length
+
+    @property
+    def max_tokens(self) -> int:
+        """Tokens each sequence's cache has room for."""
+        return self.keys[0].size(2) if self.keys else 0
+
+
 class Attention(nn.Module):
     """Causal attention with rotary embeddings and grouped-query (``n_kv_heads``) K/V."""
 
@@ -46,8 +69,14 @@ class Attention(nn.Module):
         self.wv = nn.Linear(dim, n_kv_heads * self.head_dim, bias=False)
         self.wo = nn.Linear(n_heads * self.head_dim, dim, bias=False)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        """``(B, T, D) -> (B, T, D)``; ``cos``/``sin`` are ``(T, head_dim)``."""
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                kv: tuple[torch.Tensor, torch.Tensor] | None = None,
+                start: int = 0) -> torch.Tensor:
+        """``(B, T, D) -> (B, T, D)``; ``cos``/``sin`` are ``(T, head_dim)``.
+
+        ``kv``: this layer's cache buffers, holding ``start`` tokens; the new keys and
+        values are written after them and attention runs over all ``start + T``.
+        """
         B, T, _ = x.shape
         # heads from the projections' widths: a tensor-parallel rank holds a share of them
         q = self.wq(x).view(B, T, -1, self.head_dim).transpose(1, 2)
@@ -55,7 +84,9 @@ class Attention(nn.Module):
         v = self.wv(x).view(B, T, -1, self.head_dim).transpose(1, 2)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
-        if k.size(1) == q.size(1):
+        if kv is not None:
+            y = _cached_attention(q, k, v, kv, start)
+        elif k.size(1) == q.size(1):
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         elif _NATIVE_GQA:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
@@ -64,6 +95,36 @@ class Attention(nn.Module):
             k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return self.wo(y.transpose(1, 2).reshape(B, T, -1))
+
+
+def _cached_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                      kv: tuple[torch.Tensor, torch.Tensor], start: int) -> torch.Tensor:
+    """Write ``k``, ``v`` into the cache after its ``start`` tokens, attend over all.
+
+    One new token per sequence (decode) sees every cached key: no mask, and the query
+    heads that share a K/V head are stacked as rows (``(B, H_kv, H / H_kv, d)``), so the
+    kernel reads each K/V head once, as decode kernels do. A prompt on an empty cache is
+    causal; a chunk after cached tokens gets the causal mask shifted by ``start``.
+    """
+    keys, values = kv
+    T = q.size(2)
+    end = start + T
+    keys[:, :, start:end] = k
+    values[:, :, start:end] = v
+    k, v = keys[:, :, :end], values[:, :, :end]
+    B, H, _, d = q.shape
+    rep = H // k.size(1)
+    if T == 1:
+        y = F.scaled_dot_product_attention(q.view(B, k.size(1), rep, d), k, v)
+        return y.view(B, H, 1, d)
+    if rep > 1 and not _NATIVE_GQA:  # torch < 2.5: materialise the repeated K/V heads
+        k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+        rep = 1
+    gqa: dict[str, Any] = {"enable_gqa": True} if rep > 1 else {}
+    mask = None if start == 0 else torch.ones(T, end, dtype=torch.bool,
+                                              device=q.device).tril(diagonal=start)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=start == 0,
+                                          **gqa)
 
 
 class FeedForward(nn.Module):
@@ -93,9 +154,11 @@ class TransformerBlock(nn.Module):
         self.ffn_norm = RMSNorm(dim, eps)
         self.feed_forward = FeedForward(dim, hidden_dim)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        """``(B, T, D) -> (B, T, D)``."""
-        x = x + self.attention(self.attention_norm(x), cos, sin)
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                kv: tuple[torch.Tensor, torch.Tensor] | None = None,
+                start: int = 0) -> torch.Tensor:
+        """``(B, T, D) -> (B, T, D)``; ``kv``, ``start``: as :meth:`Attention.forward`."""
+        x = x + self.attention(self.attention_norm(x), cos, sin, kv, start)
         return x + self.feed_forward(self.ffn_norm(x))
 
 
@@ -150,15 +213,50 @@ class Llama(nn.Module):
         self.rope_cos.copy_(emb.cos())
         self.rope_sin.copy_(emb.sin())
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
-        """Return logits ``(B, T, vocab)``, or the mean next-token loss if ``targets`` given."""
+    def make_kv_cache(self, batch: int, max_tokens: int, *, filled: int = 0,
+                      dtype: torch.dtype | None = None,
+                      device: torch.device | str | None = None) -> KVCache:
+        """An empty :class:`KVCache` for ``batch`` sequences of up to ``max_tokens`` tokens,
+        saying it already holds ``filled`` (its contents are left uninitialised).
+
+        ``dtype`` and ``device`` default to the embedding weight's.
+        """
+        weight = self.tok_embeddings.weight
+        if not 0 <= filled <= max_tokens:
+            raise ValueError(f"filled={filled} must be between 0 and max_tokens={max_tokens}")
+        first: Any = self.layers[0]
+        shape = (batch, int(first.attention.n_kv_heads), max_tokens, self.head_dim)
+        kw: dict[str, Any] = {"dtype": dtype or weight.dtype,
+                              "device": weight.device if device is None else device}
+        n = len(self.layers)
+        return KVCache([torch.empty(shape, **kw) for _ in range(n)],
+                       [torch.empty(shape, **kw) for _ in range(n)], filled)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None,
+                cache: KVCache | None = None, logits_to_keep: int = 0) -> torch.Tensor:
+        """Return logits ``(B, T, vocab)``, or the mean next-token loss if ``targets`` given.
+
+        ``cache``: a :class:`KVCache` (``make_kv_cache``); ``idx`` continues the tokens it
+        holds, and their keys and values are written into it. ``logits_to_keep``: only the
+        last this many positions' logits (0: all), as serving engines compute them.
+        """
         t = idx.size(1)
-        if t > self.max_seq_len:
-            raise ValueError(f"sequence length {t} > max_seq_len {self.max_seq_len}")
+        start = 0 if cache is None else cache.length
+        if start + t > self.max_seq_len:
+            raise ValueError(f"sequence length {start + t} > max_seq_len {self.max_seq_len}")
+        if cache is not None and start + t > cache.max_tokens:
+            raise ValueError(f"the cache holds {start} tokens and has room for "
+                             f"{cache.max_tokens}: {t} more do not fit")
         x = self.tok_embeddings(idx)
-        cos, sin = self.rope_cos[:t].to(x.dtype), self.rope_sin[:t].to(x.dtype)
-        for layer in self.layers:
-            x = layer(x, cos, sin)
+        cos = self.rope_cos[start:start + t].to(x.dtype)
+        sin = self.rope_sin[start:start + t].to(x.dtype)
+        for i, layer in enumerate(self.layers):
+            kv = None if cache is None else (cache.keys[i], cache.values[i])
+            x = layer(x, cos, sin, kv, start)
+        if cache is not None:
+            cache.length = start + t
+        if logits_to_keep:
+            x = x[:, -logits_to_keep:]
         logits = self.output(self.norm(x))
         if targets is None:
             return logits

@@ -1,0 +1,138 @@
+"""A traced serving step with its KV cache or its matmul weights in a narrower dtype.
+
+A CPU cannot run an fp8 KV cache through attention (SDPA wants one dtype for query, key
+and value) nor an fp8 GEMM, so the step is traced in the model's dtype and its records are
+rewritten with the bytes the narrower dtype moves:
+
+* ``kv_dtype``: the KV cache is the step's floating-point inputs (the tensors that existed
+  before the step and are no parameter or buffer: a decode step's cache). An op that
+  writes into it (the new token's ``index_copy_`` or ``copy_``) writes
+  ``itemsize(kv_dtype) / itemsize(cache)`` of its bytes; an op that reads it (attention)
+  reads that share of the cache's bytes. FLOPs do not change: fp8-KV attention kernels
+  dequantise in registers.
+* ``weight_dtype`` (fp8 only): every matmul that reads a parameter reads its operands at
+  the fp8 itemsize and runs on the device's fp8 matrix rate, as FP8 (W8A8) serving runs
+  its GEMMs; its output stays in the model's dtype. The parameters so used shrink alike in
+  the storage table, for the memory analyses. Embeddings and norms keep their dtype.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import torch
+
+from roofline.tracing.records import OpRecord, Storage, Trace
+
+#: The 8-bit floating-point dtypes ``weight_dtype`` takes (W8A8 serving).
+FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
+_NAMES: dict[str, torch.dtype] = {
+    "fp8": torch.float8_e4m3fn, "float8": torch.float8_e4m3fn, "e4m3": torch.float8_e4m3fn,
+    "float8_e4m3fn": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2,
+    "float8_e5m2": torch.float8_e5m2, "bf16": torch.bfloat16, "bfloat16": torch.bfloat16,
+    "fp16": torch.float16, "float16": torch.float16, "half": torch.float16,
+    "fp32": torch.float32, "float32": torch.float32, "float": torch.float32,
+}
+
+
+def parse_dtype(name: str, value: torch.dtype | str) -> torch.dtype:
+    """A floating-point ``torch.dtype`` from a dtype or its name (``"fp8"``, ``"bf16"``)."""
+    if isinstance(value, str):
+        found = _NAMES.get(value.lower().removeprefix("torch."))
+        if found is None:
+            raise ValueError(f"{name}={value!r} is not a floating-point dtype; use one of "
+                             f"{', '.join(sorted(_NAMES))} or a torch.dtype")
+        return found
+    if not isinstance(value, torch.dtype) or not value.is_floating_point:
+        raise ValueError(f"{name} must be a floating-point torch.dtype or its name, got "
+                         f"{value!r}")
+    return value
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """``"bfloat16"``: the dtype as trace records spell it."""
+    return str(dtype).removeprefix("torch.")
+
+
+def itemsize(name: str) -> int:
+    """Bytes per element of a dtype as records spell it (0: not a torch dtype)."""
+    dtype = getattr(torch, name, None)
+    return dtype.itemsize if isinstance(dtype, torch.dtype) else 0
+
+
+def is_kv(s: Storage) -> bool:
+    """A KV-cache storage of a decode step: a floating-point input (it existed before the
+    step and is no parameter, buffer or optimizer state)."""
+    return s.kind == "input" and getattr(torch, s.dtype, torch.int64).is_floating_point
+
+
+def kv_bytes(trace: Trace) -> int:
+    """Bytes of the step's KV cache (its floating-point inputs)."""
+    return sum(s.bytes for s in trace.storages.values() if is_kv(s))
+
+
+def requantize(trace: Trace, *, kv_dtype: torch.dtype | None = None,
+               weight_dtype: torch.dtype | None = None) -> Trace:
+    """``trace`` with its KV cache in ``kv_dtype`` and its matmul weights in
+    ``weight_dtype`` (see the module's docstring); the same trace when neither changes a
+    byte."""
+    storages = dict(trace.storages)
+    kv = _narrowed({sid: s for sid, s in storages.items() if is_kv(s)}, kv_dtype)
+    params = {sid for sid, s in storages.items() if s.kind == "parameter"}
+    ops, used = [], set()
+    for op in trace.ops:
+        new = _kv_op(op, kv, storages) if kv else op
+        read = params & set(op.input_ids)
+        if weight_dtype is not None and op.category == "matmul" and read:
+            new = _weight_op(new, weight_dtype)
+            used |= read
+        ops.append(new)
+    weights = _narrowed({sid: storages[sid] for sid in used}, weight_dtype)
+    for sid, r in {**kv, **weights}.items():
+        to = kv_dtype if sid in kv else weight_dtype
+        storages[sid] = replace(storages[sid], bytes=round(storages[sid].bytes * r),
+                                dtype=dtype_name(to) if to is not None else storages[sid].dtype)
+    if not kv and not weights:
+        return trace
+    return Trace(ops, dict(trace.meta), storages, replace(trace.info))
+
+
+def _narrowed(storages: dict[int, Storage], to: torch.dtype | None) -> dict[int, float]:
+    """Storage id -> the ratio of its bytes in ``to``, for those that ``to`` changes."""
+    if to is None:
+        return {}
+    ratios = {sid: _ratio(s.dtype, to) for sid, s in storages.items()}
+    return {sid: r for sid, r in ratios.items() if r != 1.0}
+
+
+def _ratio(dtype: str, to: torch.dtype | None) -> float:
+    size = itemsize(dtype)
+    return to.itemsize / size if to is not None and size else 1.0
+
+
+def _kv_op(op: OpRecord, kv: dict[int, float], storages: dict[int, Storage]) -> OpRecord:
+    """An op's bytes with the cache it writes or reads at the KV dtype."""
+    written = [kv[s] for s in op.output_ids if s in kv]
+    read_saved = 0.0
+    seen: set[int] = set()
+    for i, sid in enumerate(op.input_ids):
+        if sid not in kv or sid in op.output_ids or sid in seen or i >= len(op.input_shapes):
+            continue
+        seen.add(sid)
+        nbytes = min(math.prod(op.input_shapes[i]) * itemsize(storages[sid].dtype),
+                     storages[sid].bytes)
+        read_saved += nbytes * (1.0 - kv[sid])
+    if not written and not read_saved:
+        return op
+    bytes_written = round(op.bytes_written * written[0]) if written else op.bytes_written
+    return replace(op, bytes_read=max(0, round(op.bytes_read - read_saved)),
+                   bytes_written=bytes_written)
+
+
+def _weight_op(op: OpRecord, dtype: torch.dtype) -> OpRecord:
+    """A matmul reading its operands at ``dtype`` and running at its rate."""
+    r = _ratio(op.dtype, dtype)
+    if r >= 1.0:
+        return op
+    return replace(op, bytes_read=round(op.bytes_read * r), dtype=dtype_name(dtype))
