@@ -15,7 +15,13 @@ The layers only import downwards: capture (``tracing``) and ``hardware`` (siblin
 imports the other) -> ``analysis`` -> ``presentation``.
 """
 
-from roofline._errors import ContextLengthError, NoKVCacheError, RooflineError, RooflineWarning
+from roofline._errors import (
+    CompileError,
+    ContextLengthError,
+    NoKVCacheError,
+    RooflineError,
+    RooflineWarning,
+)
 from roofline.analysis import (
     Analysis,
     BatchComparison,
@@ -76,6 +82,7 @@ __all__ = [
     "Capacity",
     "Capture",
     "Comparison",
+    "CompileError",
     "ContextLengthError",
     "DeviceSpec",
     "FakeModeError",

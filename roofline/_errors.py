@@ -20,6 +20,7 @@ from types import FrameType
 __all__ = [
     "AmbiguousDeviceError",
     "CalibrationError",
+    "CompileError",
     "ContextLengthError",
     "DeviceFileWarning",
     "DeviceSpecError",
@@ -66,6 +67,11 @@ def warn(message: str, category: type[Warning] = RooflineWarning) -> None:
 
 class FakeModeError(RooflineError, RuntimeError):
     """The model cannot run on fake tensors (it depends on tensor values)."""
+
+
+class CompileError(RooflineError, RuntimeError):
+    """``compile=True`` could not compile the step: the message names the graph break or
+    the failure, and says what to do."""
 
 
 class NeedsValues(RooflineError, RuntimeError):

@@ -53,8 +53,25 @@ class Comparison:
     @property
     def band(self) -> Band | None:
         """The range the published validation's pairs of this kind put the measured
-        speedup in (:mod:`roofline.analysis.bands`); None for a what-if device."""
+        speedup in (:mod:`roofline.analysis.bands`); None for a what-if device, or for two
+        traces on one device."""
+        if self.src.trace is not self.dst.trace:
+            return None
         return band(self.src, self.dst, self.speedup)
+
+    @property
+    def fusion(self) -> dict[str, tuple[int, int]] | None:
+        """Of an eager trace against its compiled trace (``compare(eager, compiled,
+        device)``): bytes per op family, eager and compiled, largest saving first (a fused
+        kernel counts under its most specific op's family); None otherwise."""
+        eager, compiled = self.src.trace, self.dst.trace
+        if eager is compiled or not compiled.info.compiled:
+            return None
+        before, after = eager.by_category(), compiled.by_category()
+        rows = {str(k): (before[k].bytes if k in before else 0,
+                         after[k].bytes if k in after else 0)
+                for k in dict.fromkeys([*before, *after])}
+        return dict(sorted(rows.items(), key=lambda kv: kv[1][1] - kv[1][0]))
 
     @property
     def flops_ratio(self) -> float:
@@ -114,7 +131,8 @@ class Comparison:
             categories={b: top_categories(src, b) for b in shares if b != "host"},
             limits=self.speedup_limits(),
             assumptions=list(dict.fromkeys(src.assumptions + dst.assumptions)),
-            empty=src.seconds == 0, flops=src.trace.total_flops, band=self.band)
+            empty=src.seconds == 0, flops=src.trace.total_flops, band=self.band,
+            fusion=self.fusion)
 
     def __repr__(self) -> str:
         return (f"Comparison({self.src.device.name} -> {self.dst.device.name}: "
@@ -147,7 +165,10 @@ def compare(trace: Trace, src: str | DeviceSpec, dst: str | DeviceSpec,
 def compare(trace: ServingTrace | Serving, src: str | DeviceSpec, dst: str | DeviceSpec,
             method: str = ..., measurement: Measurement | None = ...,
             **options: Any) -> ServingComparison: ...
-def compare(trace: Trace | ServingTrace | Serving, src: str | DeviceSpec,
+@overload
+def compare(trace: Trace, src: Trace, dst: str | DeviceSpec, method: str = ...,
+            measurement: Measurement | None = ..., **options: Any) -> Comparison: ...
+def compare(trace: Trace | ServingTrace | Serving, src: str | DeviceSpec | Trace,
             dst: str | DeviceSpec, method: str = "roofline",
             measurement: Measurement | None = None,
             **options: Any) -> Comparison | ServingComparison:
@@ -156,6 +177,11 @@ def compare(trace: Trace | ServingTrace | Serving, src: str | DeviceSpec,
     A serving trace (:func:`roofline.trace_serving`, or a :class:`Serving`) gives a
     :class:`~roofline.analysis.serving_compare.ServingComparison`: the speedups of
     prefill and decode apart, with their reasons.
+
+    ``compare(eager, compiled, device)``, with the same step traced eagerly and with
+    ``trace(..., compile=True)``, predicts what ``torch.compile`` buys on ``device``:
+    ``src`` is the eager step, ``dst`` the compiled one, and
+    :attr:`Comparison.fusion` the bytes fusion removed per op family.
 
     Parameters
     ----------
@@ -176,6 +202,8 @@ def compare(trace: Trace | ServingTrace | Serving, src: str | DeviceSpec,
     """
     if method not in ("roofline", "runtime"):
         raise ValueError(f"method must be 'roofline' or 'runtime', got {method!r}")
+    if isinstance(src, Trace):
+        return _compare_compiled(trace, src, dst, method, measurement, options)
     if isinstance(trace, (ServingTrace, Serving)):
         if method != "roofline" or measurement is not None:
             raise ValueError("a serving trace is compared with method='roofline' only")
@@ -202,6 +230,31 @@ def compare(trace: Trace | ServingTrace | Serving, src: str | DeviceSpec,
         return replace(x, roof_seconds=x.roof_seconds * factor, host_seconds=host)
 
     return Comparison(scaled(a), scaled(b), label="runtime")
+
+
+def _compare_compiled(eager: Any, compiled: Trace, device: Any, method: str,
+                      measurement: Measurement | None, options: dict[str, Any]) -> Comparison:
+    """``compare(eager, compiled, device)``: one device, the step before and after fusion."""
+    if not isinstance(eager, Trace) or isinstance(eager, ServingTrace):
+        raise TypeError("compare(eager, compiled, device) takes two training or inference "
+                        f"traces, got {type(eager).__name__}")
+    if isinstance(device, Trace):
+        raise TypeError("compare(eager, compiled, device): the third argument is the device")
+    if method != "roofline" or measurement is not None:
+        raise ValueError("an eager and a compiled trace are compared with "
+                         "method='roofline' only")
+    if eager.info.compiled or not compiled.info.compiled:
+        raise ValueError("compare(eager, compiled, device) takes the eager trace first and "
+                         "the trace(..., compile=True) one second")
+    if (eager.info.model, eager.info.train, eager.info.batch) != (
+            compiled.info.model, compiled.info.train, compiled.info.batch):
+        raise ValueError(
+            "the two traces are not of the same step: eager "
+            f"{eager.info.model} (train={eager.info.train}, batch {eager.info.batch}), "
+            f"compiled {compiled.info.model} (train={compiled.info.train}, batch "
+            f"{compiled.info.batch})")
+    spec = get_device(device)
+    return Comparison(analyze(eager, spec, **options), analyze(compiled, spec, **options))
 
 
 @overload

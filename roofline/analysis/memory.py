@@ -164,7 +164,7 @@ def memory(trace: Trace, depth: int | None = 2) -> MemoryReport:
     ------
     ValueError
         When the trace has no storage table (saved by an older roofline, or made by
-        :meth:`Trace.filter`): capture the step again.
+        :meth:`Trace.filter`): capture the step again. For a compiled trace.
 
     Examples
     --------
@@ -183,6 +183,12 @@ def memory(trace: Trace, depth: int | None = 2) -> MemoryReport:
                         f"roofline.capture), got {type(trace).__name__}")
     if depth is not None:
         depth = whole("depth", depth, at_least=0)
+    if trace.info.compiled:
+        raise ValueError(
+            "roofline.memory of a compiled trace (compile=True) is not modelled: its fused "
+            "kernels keep no tensor lifetimes, and inductor reuses buffers. Ask the eager "
+            "trace of the same step (compile=False): it gives the activations eager PyTorch "
+            "saves, which a compiled step's min-cut partitioner can only reduce.")
     if not trace.ops or not trace.storages:
         what = "no ops" if not trace.ops else "no storage table (an older trace file, or a " \
             "Trace.filter result, whose op indices no longer match)"

@@ -43,6 +43,9 @@ class Reasons:
     band : Band or None
         The published validation's range for pairs of this kind (None: a what-if device,
         or no pairs of its kind).
+    fusion : dict[str, tuple[int, int]] or None
+        Of an eager step against its compiled step: bytes per op family, eager and
+        compiled (see ``Comparison.fusion``); None for a device swap.
     """
 
     src: str
@@ -57,6 +60,7 @@ class Reasons:
     empty: bool = False
     flops: int = 0
     band: Band | None = None
+    fusion: dict[str, tuple[int, int]] | None = None
 
 
 def top_categories(a: Analysis, bound: str, n: int = TOP_CATEGORIES) -> list[str]:

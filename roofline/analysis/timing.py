@@ -603,4 +603,13 @@ def _trace_notes(trace: Trace, nbytes: np.ndarray) -> list[str]:
             f"attention calls with dropout ({unfused}) are in the trace as the CPU ran them, "
             "unfused in fp32 (a real-tensor trace, or grouped-query / masked-causal calls); "
             "CUDA would run one fused kernel")
+    if info.compiled:
+        fused = sum(1 for op in trace.ops if op.fused)
+        breaks = f", {len(info.graph_breaks)} graph breaks" if info.graph_breaks else ""
+        notes.append(
+            f"the step as torch.compile (mode {info.compiled!r}) runs it: {fused} kernels "
+            f"from inductor's GPU scheduler ({info.compiled_graphs} graphs{breaks}), each "
+            "moving only what leaves it; GEMMs and attention as cuBLAS and SDPA, the "
+            "optimizer eager; not modelled: max-autotune templates, pad_mm, a looped "
+            "reduction's second read")
     return notes

@@ -88,6 +88,8 @@ def _trace(args: argparse.Namespace, device: DeviceSpec) -> Trace:
     inputs = zm.train_inputs if args.train else zm.inputs
     mode = "training step" if args.train else "inference"
     tensors = "fake tensors" if fake else "real tensors"
+    if getattr(args, "compile", False):
+        tensors += ", torch.compile"
     dtype = args.dtype or "fp32"
     _progress(args, f"tracing {zm.name} ({mode}, {dtype}, {tensors})...")
     start = time.perf_counter()
@@ -105,6 +107,17 @@ def _trace(args: argparse.Namespace, device: DeviceSpec) -> Trace:
     t.meta.update(dtype=dtype, **{k: v for k, v in zm.config.items()
                                        if isinstance(v, (int, float, str))})
     return t
+
+
+def _fusion(args: argparse.Namespace, compiled: Trace, device: DeviceSpec) -> Any:
+    """With ``--compile``: the eager step traced too, and what compiling it buys on
+    ``device`` (``compare(eager, compiled, device)``); None without."""
+    if not getattr(args, "compile", False):
+        return None
+    from roofline.analysis import compare
+
+    eager = _trace(argparse.Namespace(**{**vars(args), "compile": False}), device)
+    return compare(eager, compiled, device, **_options(args))
 
 
 def _model(args: argparse.Namespace) -> tuple[ZooModel, bool]:
@@ -133,6 +146,14 @@ def _trace_options(args: argparse.Namespace, model: torch.nn.Module, fake: bool,
     options: dict[str, Any] = {
         "train": args.train, "fake": fake,
         "attention": args.attention or ("as-run" if device.kind == "cpu" else "fused")}
+    if getattr(args, "compile", False):
+        if args.attention:
+            raise ValueError("--compile puts the GPU's own attention kernel in the compiled "
+                             "graph: --attention is for eager traces")
+        if not fake:
+            raise ValueError("--compile traces on fake tensors: drop --real")
+        options.update(compile=True, attention="fused")
+        del options["fake"]
     if args.train:
         options.update(optimizer=torch.optim.AdamW(model.parameters(), foreach=True),
                        loss_fn=_scalar_loss)
@@ -272,6 +293,7 @@ def cmd_analyze(args: argparse.Namespace) -> str:
         raise ValueError("--parallel and --nodes describe several GPUs: pass --gpus N with "
                          "them")
     t = _trace(args, device)
+    fusion = _fusion(args, t, device)
     a = analyze(t, device, **_options(args))
     _require_finite(seconds=a.seconds)
     c = compare(t, device, _device(args.compare), **_options(args)) if args.compare else None
@@ -282,11 +304,15 @@ def cmd_analyze(args: argparse.Namespace) -> str:
     if args.json:
         if c is not None:
             return _json(tables.comparison_dict(c))
+        if fusion is not None:
+            return _json({**tables.analysis_dict(a, args.top),
+                          "compile": tables.comparison_dict(fusion)})
         return _json({**tables.analysis_dict(a, args.top),
                       "memory": tables.memory_summary(t, device)})
-    parts = [tables.answer(a, compared=c, note=_dtype_note(args, device)), "",
+    parts = [tables.answer(a, compared=c, note=_dtype_note(args, device)),
+             *([tables.compile_lines(fusion)] if fusion is not None else []), "",
              tables.analysis_table(a, args.top, args.group_by),
-             tables.memory_line(t, device)]
+             *([] if fusion is not None else [tables.memory_line(t, device)])]
     if c is not None:
         parts += ["", tables.comparison_table(c)]
     notes = a.assumptions + (c.dst.assumptions if c is not None else [])
@@ -345,13 +371,21 @@ def cmd_what_if(args: argparse.Namespace) -> str:
     factors = {k: v for k, v in (("flops", args.flops), ("bandwidth", args.bandwidth),
                                  ("clock", args.clock), ("cores", args.cores))
                if v is not None}
+    fusion = _fusion(args, t, device)
     c = what_if(t, device, **factors, **_options(args))
     _require_finite(seconds=c.dst.seconds, speedup=c.speedup)
+    eager = (what_if(fusion.src.trace, device, **factors, **_options(args))
+             if fusion is not None else None)
     _outputs(args, c, lambda: speedup_curve(t, device, **_options(args)))
     _csv(args, c)
     if args.json:
-        return _json(tables.comparison_dict(c))
-    return "\n".join([tables.answer(c.src, asked=c, note=_dtype_note(args, device)), "",
+        out = tables.comparison_dict(c)
+        if fusion is not None and eager is not None:
+            out.update(compile=tables.comparison_dict(fusion), eager=tables.comparison_dict(eager))
+        return _json(out)
+    lines = [tables.compile_lines(fusion, eager)] if fusion is not None else []
+    return "\n".join([tables.answer(c.src, asked=c, note=_dtype_note(args, device)),
+                      *lines, "",
                       tables.comparison_table(c), "",
                       tables.assumptions_text(c.src.assumptions + c.dst.assumptions,
                                               args.verbose)]).rstrip()
@@ -422,6 +456,10 @@ def _model_args(p: argparse.ArgumentParser) -> None:
                               "(for models whose ops depend on tensor values); with --train "
                               "the fresh optimizer's one-off state set-up is then included "
                               "in the step")
+    p.add_argument("--compile", action="store_true",
+                   help="trace the step as torch.compile (inductor, default mode) runs it "
+                        "on a GPU: one op per fused kernel; the answer also gives the eager "
+                        "step's, and what compiling buys on --device")
     p.add_argument("--host-seconds", type=_seconds, default=0.0,
                    help="time per step off the device (data loading), kept fixed")
     p.add_argument("--host-samples-per-s", type=_factor, default=None, metavar="N",

@@ -59,6 +59,8 @@ def explain(c: Comparison | Reasons | ParallelAnalysis, assumptions: bool = True
                         "explain a prediction: roofline.explain(roofline.what_if(t, device)) "
                         "or roofline.explain(roofline.compare(t, src, dst))")
     tail = _assumptions(r) if assumptions else ""
+    if r.fusion is not None and not r.empty:
+        return _compiled(r) + tail
     if r.empty:
         return (f"{r.dst} vs {r.src}: the trace predicts no device time (no ops, or views "
                 "only), so there is nothing to speed up." + tail)
@@ -87,6 +89,22 @@ def explain(c: Comparison | Reasons | ParallelAnalysis, assumptions: bool = True
             f"{band.low:.2f}-{band.high:.2f}x (80% of {band.pairs} pairs)."
             if band is not None else "")
     return text + f" On {r.src}, {limits}." + sure + tail
+
+
+def _compiled(r: Reasons) -> str:
+    """"torch.compile on H100 SXM: 1.50x over eager: fusion removes 20 GB of 59 GB ..."."""
+    fusion = r.fusion or {}
+    before = sum(b for b, _ in fusion.values())
+    after = sum(a for _, a in fusion.values())
+    saved = [(k, b - a) for k, (b, a) in fusion.items() if b > a]
+    families = ", ".join(f"{CATEGORY_WORDS.get(k, k)} {si(d, 'B')}" for k, d in saved[:3])
+    moved = (f"fusion removes {si(before - after, 'B')} of the {si(before, 'B')} the eager "
+             f"step moves ({(before - after) / before:.0%}; {families})" if before > after
+             and before else "fusion removes no bytes")
+    memory = r.shares.get("memory", 0.0)
+    return (f"torch.compile on {r.dst}: {r.speedup:.2f}x over eager: {moved}. Eager, "
+            f"{memory:.0%} of the step is memory-bound, the part fusion shrinks; GEMMs and "
+            "attention stay the same cuBLAS and SDPA kernels.")
 
 
 #: How each speedup limit is named.

@@ -102,6 +102,21 @@ def answer(a: Analysis, *, compared: Comparison | None = None,
     return "\n".join(lines)
 
 
+def compile_lines(fusion: Comparison, eager_asked: Comparison | None = None) -> str:
+    """What ``torch.compile`` buys (``compare(eager, compiled, device)``), and the what-if
+    asked of the eager step, for the answer of a compiled trace."""
+    saved = fusion.fusion or {}
+    before = sum(b for b, _ in saved.values())
+    after = sum(a for _, a in saved.values())
+    line = (f"torch.compile: {fusion.speedup:.2f}x over eager on {fusion.dst.device.name} "
+            f"({seconds(fusion.src.seconds)} -> {seconds(fusion.dst.seconds)}); fusion "
+            f"removes {si(before - after, 'B')} of the {si(before, 'B')} moved")
+    if eager_asked is None:
+        return line
+    return line + (f"\neager (no compile), the same what-if: {eager_asked.speedup:.2f}x "
+                   f"({seconds(eager_asked.src.seconds)} -> {seconds(eager_asked.dst.seconds)})")
+
+
 def _ratio_words(c: Comparison) -> str:
     flops = (f"{c.flops_ratio:.2g}x the FLOP/s, " if math.isfinite(c.flops_ratio) else "")
     return f"{flops}{c.bandwidth_ratio:.2g}x the bandwidth"

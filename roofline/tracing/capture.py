@@ -12,6 +12,7 @@ import contextlib
 import sys
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -224,10 +225,27 @@ class _Recorder(TorchDispatchMode):
         self._cast_copies: dict[int, int] = {}  # storage id -> weak ref (see _note_casts)
         self._resized: set[int] = set()  # storages resized in place (see _storage_resizes)
         self._module_cache: tuple[frozenset[str], int, str] = (frozenset(), 0, "")
+        self.quiet = 0
+
+    def kernels(self, records: list[OpRecord], backward: bool, root: str) -> None:
+        """Append a compiled graph's kernels (:mod:`roofline.tracing.inductor`) at this
+        point of the step, in its phase; their modules are under ``root``."""
+        phase = "backward" if backward else self._phase()
+        for r in records:
+            self.ops.append(replace(r, phase=phase,
+                                    module=f"{root}.{r.module}" if r.module else root))
+
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        # dynamo compiles under this mode (a compiled trace: the eager capture disables
+        # dynamo) and the mode sees the compiled graphs' ops when they run
+        return True
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
                            kwargs: dict[str, Any] | None = None) -> Any:
         kwargs = kwargs or {}
+        if self.quiet:  # a compiled graph's ATen ops: its kernels are recorded instead
+            return func(*args, **kwargs)
         if isinstance(func, HigherOrderOperator):
             return self._higher_order(func, args, kwargs)
         if func.namespace in _SKIPPED_NAMESPACES:
@@ -656,8 +674,9 @@ class Capture:
     """
 
     def __init__(self, meta: dict[str, Any] | None = None, warn: bool = True,
-                 annotate: bool = False) -> None:
+                 annotate: bool = False, compiled: bool = False) -> None:
         self.trace = Trace(meta=dict(meta or {}))
+        self._compiled = compiled  # dynamo stays on: the compiled trace's capture
         self._warn = warn
         self._annotate = annotate
         self._stack: contextlib.ExitStack | None = None
@@ -675,7 +694,8 @@ class Capture:
                 "again for a new trace.")
         stack = contextlib.ExitStack()
         try:
-            stack.enter_context(_dynamo_disabled())
+            if not self._compiled:
+                stack.enter_context(_dynamo_disabled())
             stack.enter_context(_dtensor_inference_unrecorded())
             tracker = stack.enter_context(_Tracker())
             recorder = _Recorder(tracker, self._annotate)
@@ -697,7 +717,7 @@ class Capture:
         except BaseException:
             stack.close()
             raise
-        self._recorder = recorder
+        self.recorder = recorder
         self._stack = stack
         self._tracker = tracker
         self._state = "recording"
@@ -707,14 +727,14 @@ class Capture:
         if self._stack is None:
             raise RuntimeError("Capture.__exit__ without a matching __enter__")
         try:  # the modules that ran still hold the step's tensors (fakes, in a fake step)
-            self._recorder.tag_modules([*(m for root in self.modules for m in root.modules()),
+            self.recorder.tag_modules([*(m for root in self.modules for m in root.modules()),
                                         *self._tracker._known_modules.keys()])
         finally:
             self._stack.close()
         self._stack = None
         self._state = "done"
-        self.trace.ops = self._recorder.ops
-        self.trace.storages = self._recorder.storage_table()
+        self.trace.ops = self.recorder.ops
+        self.trace.storages = self.recorder.storage_table()
         self.trace.info.torch = torch.__version__
         if exc_type is None and self._warn:
             _warn_uncounted(self.trace)

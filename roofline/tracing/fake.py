@@ -339,7 +339,8 @@ class _Swap:
 
         The hooks are global: a module another thread runs meanwhile is not ours.
         """
-        if id(m) not in self.objects and threading.get_ident() == self.thread:
+        if id(m) not in self.objects and threading.get_ident() == self.thread \
+                and not _UNWATCHED.depth:
             self.module(m)
 
     def object(self, obj: Any, depth: int) -> None:
@@ -458,6 +459,24 @@ class _Swap:
         return found
 
 
+class _Unwatched(threading.local):
+    depth = 0
+
+
+_UNWATCHED = _Unwatched()
+
+
+@contextlib.contextmanager
+def unwatched() -> Iterator[None]:
+    """Modules made or written inside are not the step's (the compiler's own graph
+    modules, when a compiled graph compiles its backward inside the step)."""
+    _UNWATCHED.depth += 1
+    try:
+        yield
+    finally:
+        _UNWATCHED.depth -= 1
+
+
 @contextlib.contextmanager
 def _watch_module_writes(swap: _Swap) -> Iterator[None]:
     """Save and swap a module the step writes to before the write lands.
@@ -494,7 +513,8 @@ def _watch_module_writes(swap: _Swap) -> Iterator[None]:
 
 
 class _RealLeaves(TorchDispatchMode):
-    """Watches the real tensors that reach an op of the fake step.
+    """Watches the real tensors that reach an op of the fake step (and lets dynamo compile
+    under it: it then sees the compiled graphs' ops when they run).
 
     A leaf that requires grad has its ``.grad`` noted and hidden at its first op (in the
     forward, before backward could touch it: the step starts from no gradient, as a
@@ -502,6 +522,10 @@ class _RealLeaves(TorchDispatchMode):
     An op that writes into a real tensor is refused: everything the trace could swap is
     fake, so the tensor is the user's own (a global), and the fake mode would write it.
     """
+
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        return True
 
     def __init__(self, watch: Watch | None = None) -> None:
         super().__init__()

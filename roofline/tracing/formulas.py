@@ -45,6 +45,7 @@ Conventions (one place, used everywhere):
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import math
 from collections import Counter
@@ -866,3 +867,43 @@ register_no_flops("copy", aten.as_strided_copy, bytes_rule=view_copy_bytes(
     lambda b: b["self"].as_strided(b["size"], b["stride"], b["storage_offset"])))
 register_no_flops("copy", aten.index_select, aten.gather, aten.index, aten.take,
                   bytes_rule=gather)
+
+
+# --- ops met in inductor's graphs (they run eagerly too) ------------------------------
+
+@register_formula(aten._unsafe_masked_index_put_accumulate, category="embedding")
+def masked_index_put_accumulate_flop(values: Any, **_: Any) -> int:
+    # embedding backward as inductor decomposes it: one add per gradient element
+    # scattered into the weight gradient (embedding_dense_backward's count)
+    return numel(values)
+
+register_no_flops("copy", torch.ops.prims.convert_element_type)
+# integer and boolean work (masks), no floating-point operation
+register_no_flops("pointwise", aten.bitwise_and, aten.bitwise_or, aten.bitwise_xor,
+                  aten.bitwise_not)
+register_no_flops("allocation", torch.ops.prims.iota, bytes_rule=write_only)
+
+# --- the prims inductor's decompositions make (compiled traces) --------------------------
+
+@functools.cache
+def register_inductor_prims() -> None:
+    """Formulas for the prims that inductor's decompositions and passes put in a compiled
+    graph; they exist once ``torch._inductor`` is imported, so they register then."""
+    import torch._inductor.inductor_prims  # defines prims.prepare_softmax_online...
+
+    prims = torch.ops.prims
+
+    @register_formula(prims.fma, category="pointwise")
+    def fma_flop(out_shape: Any = None, **_: Any) -> int:
+        # a * b + c: one multiply-add per element
+        return 2 * numel(out_shape)
+
+    @register_formula(prims.prepare_softmax_online, category="softmax")
+    def prepare_softmax_online_flop(a: Any, **_: Any) -> int:
+        # the row max and the sum of exp(x - max) in one pass: max (n), x - max (n),
+        # exp (n), sum (n); softmax's own divide is the separate div that follows
+        return 4 * numel(a)
+
+    register_no_flops("dropout", prims.inductor_random, prims.inductor_randint,
+                      prims.inductor_seeds, bytes_rule=write_only)
+    register_no_flops("dropout", prims.inductor_lookup_seed, bytes_rule=no_bytes)

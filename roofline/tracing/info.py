@@ -40,6 +40,13 @@ class CaptureInfo:
         ``ModelOutput`` given labels); ``""`` for inference.
     optimizer_foreach : the optimizer left ``foreach`` to PyTorch and a fake trace ran its
         foreach kernels, as PyTorch's default does on CUDA (on the CPU it loops).
+    compiled : the ``torch.compile`` mode of a compiled trace (``trace(..., compile=True)``:
+        ``"default"``...); None for an eager one.
+    compiled_graphs : graphs dynamo compiled (one per graph, however often it ran).
+    graph_breaks : why dynamo broke the step into more than one graph, one reason each
+        (the code between graphs ran eagerly and is recorded op by op).
+    recompute_flops : FLOPs of forward ops that inductor's min-cut partitioner recomputes
+        in backward instead of saving.
     """
 
     model: str = ""
@@ -57,6 +64,10 @@ class CaptureInfo:
     buckets: list[int] = field(default_factory=list)
     loss: str = ""
     optimizer_foreach: bool = False
+    compiled: str | None = None
+    compiled_graphs: int = 0
+    graph_breaks: list[str] = field(default_factory=list)
+    recompute_flops: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -124,6 +135,12 @@ def _optional_count(value: Any) -> int | None:
     return None if value is None else _count(value)
 
 
+def _texts(value: Any) -> list[str]:
+    if not isinstance(value, list):
+        raise TypeError(f"expected a list of strings, got {value!r}")
+    return [_text(v) for v in value]
+
+
 def _counts(value: Any) -> list[int]:
     if not isinstance(value, list):
         raise TypeError(f"expected a list of integers, got {value!r}")
@@ -136,4 +153,6 @@ _CHECKS = {
     "fused_dropout_calls": _count, "parallel": _optional_text,
     "world_size": _optional_count, "batch": _optional_count, "rank_batch": _optional_count,
     "buckets": _counts, "loss": _text, "optimizer_foreach": _flag,
+    "compiled": _optional_text, "compiled_graphs": _count, "graph_breaks": _texts,
+    "recompute_flops": _count,
 }

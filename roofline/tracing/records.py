@@ -154,6 +154,8 @@ class OpRecord:
     recompute : True for forward ops that activation checkpointing
         (``torch.utils.checkpoint``, ``use_reentrant=False``) reruns in backward to remake
         the activations it did not keep; their phase is ``backward``, where they run.
+    fused : for a kernel of a compiled step (``trace(..., compile=True)``), the eager ATen
+        ops fused into it, in order (empty for an op that ran as itself).
     collective : for a torch.distributed collective (category ``collective``), its
         :class:`Collective` payload; such a record has 0 FLOPs, 0 bytes and 0 kernels, so
         the single-device analysis gives it no time (``roofline.parallel`` costs it on the
@@ -177,6 +179,7 @@ class OpRecord:
     backward_kernel: bool = False
     recompute: bool = False
     collective: Collective | None = None
+    fused: tuple[str, ...] = ()
 
     @property
     def bytes(self) -> int:
@@ -374,6 +377,8 @@ class Trace:
         names = [f.name for f in fields(OpRecord)]
         if not any(op.collective is not None for op in self.ops):
             names.remove("collective")  # absent, so older readers see the document they knew
+        if not any(op.fused for op in self.ops):
+            names.remove("fused")
         rows = [[_plain(getattr(op, n)) for n in names] for op in self.ops]
         doc: dict[str, Any] = {"version": 2, "info": self.info.to_dict(), "meta": self.meta,
                                "fields": names, "ops": rows}
@@ -497,6 +502,12 @@ def _collective(value: Any) -> Collective | None:
                       _text(value.get("group", "")))
 
 
+def _names(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise TypeError(f"expected a list of op names, got {value!r}")
+    return tuple(_text(v) for v in value)
+
+
 def _ids(value: Any) -> tuple[int, ...]:
     if not isinstance(value, list):
         raise TypeError(f"expected a list of integers, got {value!r}")
@@ -516,7 +527,7 @@ _FIELD_CHECKS: dict[str, Callable[[Any], Any]] = {
     "flops": _count, "bytes_read": _count, "bytes_written": _count, "counted": _flag,
     "kernels": _count, "input_shapes": _shapes, "output_shapes": _shapes,
     "input_ids": _ids, "output_ids": _ids, "backward_kernel": _flag, "recompute": _flag,
-    "collective": _collective,
+    "collective": _collective, "fused": _names,
 }
 _REQUIRED = [f.name for f in fields(OpRecord)
              if f.default is MISSING and f.default_factory is MISSING]

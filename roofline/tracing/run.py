@@ -196,13 +196,18 @@ def check_closure(optimizer: torch.optim.Optimizer | None) -> None:
             "with roofline.capture() as t: optimizer.step(closure)")
 
 
-def captured_info(name: str, *, train: bool, fake: bool, attend: AttentionAs,
+def captured_info(name: str, *, train: bool, fake: bool, attend: AttentionAs | None,
                   **parallel: Any) -> CaptureInfo:
     """What a step's trace says about its capture: the one place both trace paths fill it.
 
-    ``parallel`` are the parallel trace's facts (``parallel``, ``world_size``, ``batch``,
-    ``rank_batch``, ``buckets``).
+    ``parallel`` are the other facts of the trace (a parallel trace's ``parallel``,
+    ``world_size``, ``rank_batch``, ``buckets``; a compiled trace's ``compiled``...).
+    ``attend`` is None where attention was not rerouted (a compiled trace: the backend
+    puts the GPU's attention kernel in the graph).
     """
+    if attend is None:
+        return CaptureInfo(model=name, train=train, fake=fake, torch=torch.__version__,
+                           **parallel)
     rerouted = bool(attend.calls or attend.unfused)
     return CaptureInfo(
         model=name, train=train, fake=fake, torch=torch.__version__,

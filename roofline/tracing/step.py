@@ -11,6 +11,7 @@ import torch
 from roofline._errors import FakeModeError, RooflineWarning, warn
 from roofline.tracing.attention import AttentionAs, AttentionMode
 from roofline.tracing.capture import Capture
+from roofline.tracing.compiled import compiled_step
 from roofline.tracing.distributed import check_fake_wrapped, parallel_step
 from roofline.tracing.fake import DATA_DEPENDENT, fake_step, modules_of
 from roofline.tracing.records import Trace
@@ -31,7 +32,8 @@ def trace(model_or_fn: Any, *args: Any, train: bool = False,
           loss_fn: Callable[[Any], torch.Tensor] | None = None,
           optimizer: torch.optim.Optimizer | None = None, fake: bool | None = None,
           attention: AttentionMode = "fused", parallel: str | Parallel | None = None,
-          gpus: int | None = None, per_gpu_inputs: bool = False, **kwargs: Any) -> Trace:
+          gpus: int | None = None, per_gpu_inputs: bool = False,
+          compile: bool | dict[str, Any] = False, **kwargs: Any) -> Trace:
     """Capture the ops of one step of ``model_or_fn(*args, **kwargs)``.
 
     Parameters
@@ -81,6 +83,12 @@ def trace(model_or_fn: Any, *args: Any, train: bool = False,
     per_gpu_inputs : with ``parallel=``, the inputs are one GPU's share (its per-GPU batch)
         rather than the global batch: data parallelism's global batch is then ``gpus``
         times theirs, and nothing is split.
+    compile : record the step as ``torch.compile`` (inductor) runs it on a GPU: one record
+        per fused kernel, whose bytes are what leaves the kernel and whose ``fused`` lists
+        the eager ops inside; GEMMs and attention stay cuBLAS and SDPA kernels (see
+        :mod:`roofline.tracing.compiled`). ``True``, or a dict of ``torch.compile``'s own
+        ``mode`` (``"default"``, ``"reduce-overhead"``) and ``fullgraph``. Runs on fake
+        tensors (``fake=False`` is refused) and needs no GPU; the optimizer runs eagerly.
 
     Returns
     -------
@@ -107,6 +115,10 @@ def trace(model_or_fn: Any, *args: Any, train: bool = False,
     """
     check_autocast(model_or_fn, args, kwargs)
     check_closure(optimizer)
+    if compile is not False:
+        return _compiled(model_or_fn, args, kwargs, compile, train=train, loss_fn=loss_fn,
+                         optimizer=optimizer, fake=fake, attention=attention,
+                         parallel=parallel or gpus or per_gpu_inputs)
     if parallel is not None:
         if fake is False:
             raise ValueError(
@@ -160,6 +172,36 @@ def traced_step(model_or_fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
                                    batch=leading_dim(args, kwargs) or None, loss=loss,
                                    optimizer_foreach=faked is not None and faked.foreach)
     return cap.trace
+
+
+def _compiled(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+              compile: bool | dict[str, Any], *, train: bool,
+              loss_fn: Callable[[Any], torch.Tensor] | None,
+              optimizer: torch.optim.Optimizer | None, fake: bool | None,
+              attention: AttentionMode, parallel: Any) -> Trace:
+    """:func:`trace` with ``compile=``: its options checked, then the compiled step."""
+    options = {} if compile is True else compile
+    if not isinstance(options, dict) or set(options) - {"mode", "fullgraph"}:
+        raise ValueError("compile= takes True, or a dict of torch.compile's 'mode' and "
+                         f"'fullgraph', got {compile!r}")
+    if fake is False:
+        raise ValueError("compile=True traces on fake tensors (inductor is run for a GPU "
+                         "this machine need not have): leave fake unset")
+    if parallel:
+        raise ValueError("compile=True traces one GPU's step: a compiled parallel step "
+                         "(DDP, FSDP, TP) is not modelled; trace it eagerly")
+    if attention != "fused":
+        raise ValueError("compile=True puts the GPU's own attention kernel in the compiled "
+                         "graph (flash or memory-efficient SDPA): attention= is for eager "
+                         "traces")
+    if optimizer is not None and not train:
+        raise ValueError("optimizer= is only used with train=True")
+    if loss_fn is not None and not train:
+        raise ValueError("loss_fn= is only used with train=True")
+    fn = getattr(fn, "_orig_mod", None) or fn  # already compiled: its eager module
+    return compiled_step(fn, args, kwargs, train=train, loss_fn=loss_fn,
+                         optimizer=optimizer, mode=options.get("mode", "default"),
+                         fullgraph=bool(options.get("fullgraph", False)))
 
 
 def _prepare(fn: Any, *, train: bool, fake: bool,

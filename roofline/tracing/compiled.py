@@ -1,0 +1,179 @@
+"""``trace(..., compile=True)``: the step as ``torch.compile`` (inductor) runs it on a GPU.
+
+The step runs once on fake tensors under the usual capture, with dynamo left on and the
+model compiled by :func:`roofline.tracing.inductor.backend`. Each call of a compiled
+graph adds its fused kernels (one record each, the eager ops it fuses listed in
+``OpRecord.fused``); code outside the compiled graphs (a graph break, a loss computed
+after the model, the optimizer, which torchtitan does not compile either) is recorded op
+by op as in an eager trace.
+
+What it cannot know without a GPU, and says: ``max-autotune`` (triton GEMM templates are
+chosen by timing them), ``pad_mm`` (decided by a GPU benchmark), a looped reduction's
+second read of its input (decided at codegen). Memory is not modelled (inductor reuses
+buffers): :func:`roofline.memory` of a compiled trace is refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+from roofline._errors import CompileError, FakeModeError, RooflineWarning, warn
+from roofline.tracing.capture import Capture
+from roofline.tracing.distributed import check_fake_wrapped
+from roofline.tracing.fake import DATA_DEPENDENT, fake_step, modules_of
+from roofline.tracing.gpu_target import H100_PROPERTIES, patterns_on_cpu
+from roofline.tracing.inductor import Graph, backend, kernels_sink
+from roofline.tracing.records import Trace
+from roofline.tracing.run import (
+    captured_info,
+    check_closure,
+    check_grad_mode,
+    leading_dim,
+    loss_of,
+    model_name,
+    training_mode,
+    uses_carried_loss,
+)
+
+#: ``torch.compile`` modes a compiled trace takes: the fusion is the same; reduce-overhead
+#: adds CUDA graphs (the analysis then uses the graph-launch overhead).
+MODES = ("default", "reduce-overhead")
+
+
+def compiled_step(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, train: bool,
+                  loss_fn: Callable[[Any], torch.Tensor] | None,
+                  optimizer: torch.optim.Optimizer | None, mode: str,
+                  fullgraph: bool) -> Trace:
+    """Trace one step of ``torch.compile(fn)`` as inductor would run it on a GPU."""
+    _check_mode(mode)
+    name = model_name(fn)
+    check_grad_mode(train)
+    check_closure(optimizer)
+    check_fake_wrapped(fn)
+    cap = Capture(warn=True, compiled=True)
+    cap.modules = modules_of(fn, deep=False)
+    graphs: list[Graph] = []
+
+    @contextlib.contextmanager
+    def receive(graph: Graph) -> Iterator[None]:
+        graphs.append(graph)
+        cap.recorder.kernels(graph.kernels, graph.backward, name)
+        cap.recorder.quiet += 1
+        try:
+            yield
+        finally:
+            cap.recorder.quiet -= 1
+
+    compiled = torch.compile(fn, backend=backend(H100_PROPERTIES), fullgraph=fullgraph,
+                             dynamic=False)
+    torch._dynamo.reset()  # no graph of an earlier trace (or another backend) is reused
+    breaks_before = Counter(torch._dynamo.utils.counters["graph_break"])
+    try:
+        with contextlib.ExitStack() as stack:
+            faked = stack.enter_context(fake_step(fn, optimizer, args, kwargs))
+            stack.enter_context(patterns_on_cpu())
+            stack.enter_context(kernels_sink(receive))
+            with cap:
+                loss = _run(compiled, fn, faked.args, faked.kwargs, train=train,
+                            loss_fn=loss_fn, optimizer=optimizer, name=name)
+            faked.check_survivors()
+        breaks = _breaks(breaks_before)
+    except DATA_DEPENDENT as e:
+        raise FakeModeError(
+            f"{name} ran an op whose result depends on tensor values ({e}); fake tensors "
+            "have no values, and compile=True traces on fake tensors.") from e
+    finally:
+        torch._dynamo.reset()  # the guards hold the step's fake tensors
+    if not any(not g.backward for g in graphs):
+        raise CompileError(
+            f"torch.compile compiled no graph of {name}: dynamo ran it eagerly"
+            + (f" ({'; '.join(breaks[:3])})" if breaks else "")
+            + ". Trace it without compile=True.")
+    if breaks:
+        warn(f"torch.compile broke {name} into {len({id(g) for g in graphs if not g.backward})}"
+             f" graphs at {len(breaks)} graph break(s): {'; '.join(breaks[:3])}"
+             f"{' and more' if len(breaks) > 3 else ''}. The code between graphs is "
+             "recorded as eager ops; trace.info.graph_breaks lists them all.",
+             RooflineWarning)
+    forward = {id(g): g for g in graphs if not g.backward}
+    cap.trace.info = captured_info(
+        name, train=train, fake=True, attend=None, batch=leading_dim(args, kwargs) or None,
+        loss=loss, optimizer_foreach=faked.foreach, compiled=mode,
+        compiled_graphs=len(forward), graph_breaks=breaks,
+        recompute_flops=sum(g.recompute_flops for g in graphs))
+    return cap.trace
+
+
+def _check_mode(mode: str) -> None:
+    if mode in MODES:
+        return
+    if isinstance(mode, str) and mode.startswith("max-autotune"):
+        raise ValueError(
+            f"mode={mode!r} cannot be predicted: inductor picks its triton GEMM templates "
+            "(and their fused epilogues) by timing them on the GPU. Trace with "
+            "mode='default' (GEMMs as cuBLAS), which max-autotune can only improve on.")
+    raise ValueError(f"mode must be one of {', '.join(map(repr, MODES))}, got {mode!r}")
+
+
+def _run(compiled: Any, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *,
+         train: bool, loss_fn: Callable[[Any], torch.Tensor] | None,
+         optimizer: torch.optim.Optimizer | None, name: str) -> str:
+    """One step of the compiled callable: forward, loss, backward, optimizer step (eager)."""
+    with training_mode(fn, train):
+        try:
+            with _module_hooks_off():
+                out = compiled(*args, **kwargs)
+        except torch._dynamo.exc.Unsupported as e:
+            raise CompileError(
+                f"torch.compile(fullgraph=True) found a graph break in {name}: "
+                f"{_first_line(e)}. Trace with fullgraph=False (the code between graphs is "
+                "recorded eagerly), or remove the break.") from e
+        except torch._dynamo.exc.BackendCompilerFailed as e:
+            raise CompileError(
+                f"inductor failed to compile {name} for a GPU on this machine: "
+                f"{_first_line(e.inner_exception)}. Trace it without compile=True.") from e
+        if not train:
+            return ""
+        source = ("loss_fn" if loss_fn is not None else "output.loss"
+                  if uses_carried_loss(out, loss_fn) else "output")
+        loss_of(out, loss_fn).backward()
+        if optimizer is not None:
+            optimizer.step()
+        return source
+
+
+_GLOBAL_HOOKS = ("_global_forward_pre_hooks", "_global_forward_hooks",
+                 "_global_forward_hooks_always_called", "_global_forward_hooks_with_kwargs",
+                 "_global_backward_pre_hooks", "_global_backward_hooks")
+
+
+@contextlib.contextmanager
+def _module_hooks_off() -> Iterator[None]:
+    """No global module hook (the capture's module tracker, the fake step's swap) while
+    dynamo traces: it would trace them into the graph. The kernels name their modules
+    from dynamo's own ``nn_module_stack``."""
+    from torch.nn.modules import module
+
+    saved = {n: dict(getattr(module, n)) for n in _GLOBAL_HOOKS}
+    for n in _GLOBAL_HOOKS:
+        getattr(module, n).clear()
+    try:
+        yield
+    finally:
+        for n in _GLOBAL_HOOKS:
+            getattr(module, n).update(saved[n])
+
+
+def _breaks(before: Counter[str]) -> list[str]:
+    now = Counter(torch._dynamo.utils.counters["graph_break"])
+    return [reason for reason, n in (now - before).items() for _ in range(n)]
+
+
+def _first_line(e: BaseException | None) -> str:
+    text = str(e).strip().splitlines()
+    return text[0] if text else type(e).__name__
