@@ -124,27 +124,38 @@ def _run(compiled: Any, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], 
          train: bool, loss_fn: Callable[[Any], torch.Tensor] | None,
          optimizer: torch.optim.Optimizer | None, name: str) -> str:
     """One step of the compiled callable: forward, loss, backward, optimizer step (eager)."""
+    from torch._inductor.exc import InductorError
+
     with training_mode(fn, train):
         try:
-            with _module_hooks_off():
-                out = compiled(*args, **kwargs)
+            return _step(compiled, args, kwargs, train=train, loss_fn=loss_fn,
+                         optimizer=optimizer)
         except torch._dynamo.exc.Unsupported as e:
             raise CompileError(
                 f"torch.compile(fullgraph=True) found a graph break in {name}: "
                 f"{_first_line(e)}. Trace with fullgraph=False (the code between graphs is "
                 "recorded eagerly), or remove the break.") from e
-        except torch._dynamo.exc.BackendCompilerFailed as e:
+        except (torch._dynamo.exc.BackendCompilerFailed, InductorError) as e:
+            # a forward graph fails inside dynamo, a backward graph when backward runs
+            inner = getattr(e, "inner_exception", None) or e
             raise CompileError(
                 f"inductor failed to compile {name} for a GPU on this machine: "
-                f"{_first_line(e.inner_exception)}. Trace it without compile=True.") from e
-        if not train:
-            return ""
-        source = ("loss_fn" if loss_fn is not None else "output.loss"
-                  if uses_carried_loss(out, loss_fn) else "output")
-        loss_of(out, loss_fn).backward()
-        if optimizer is not None:
-            optimizer.step()
-        return source
+                f"{_first_line(inner)}. Trace it without compile=True.") from e
+
+
+def _step(compiled: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, train: bool,
+          loss_fn: Callable[[Any], torch.Tensor] | None,
+          optimizer: torch.optim.Optimizer | None) -> str:
+    with _module_hooks_off():
+        out = compiled(*args, **kwargs)
+    if not train:
+        return ""
+    source = ("loss_fn" if loss_fn is not None else "output.loss"
+              if uses_carried_loss(out, loss_fn) else "output")
+    loss_of(out, loss_fn).backward()
+    if optimizer is not None:
+        optimizer.step()
+    return source
 
 
 _GLOBAL_HOOKS = ("_global_forward_pre_hooks", "_global_forward_hooks",
