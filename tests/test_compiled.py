@@ -242,3 +242,49 @@ def test_attention_under_autocast_runs_in_its_low_precision_as_cuda_autocast_doe
     (k,) = [op for op in _kernels(t) if op.category == "attention"]
     assert k.name == "aten._scaled_dot_product_flash_attention.default"
     assert k.dtype == "bfloat16"
+
+
+def test_the_before_and_after_chart_draws_both_steps_on_one_view():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    model, x = LnMlp(), torch.randn(8, 64)
+    kw = dict(train=True, loss_fn=lambda y: y.sum())
+    c = roofline.compare(roofline.trace(model, x, fake=True, **kw),
+                         roofline.trace(model, x, compile=True, **kw), "h100")
+    ax = roofline.plot.compile_chart(c)
+    fig = ax.get_figure()
+    left, right, bars = fig.axes[:3]
+    assert left.get_xlim() == right.get_xlim() and left.get_ylim() == right.get_ylim()
+    assert right.get_title(loc="left").startswith("torch.compile:")
+    assert [t.get_text() for t in bars.get_yticklabels()] == [
+        "torch.compile\nby category", "eager\nby category", "torch.compile\nby bound",
+        "eager\nby bound"]
+    plt.close(fig)
+    with pytest.raises(ValueError, match="compile_chart"):
+        roofline.plot.roofline_chart(c)
+    with pytest.raises(TypeError, match="compile_chart"):
+        roofline.plot.compile_chart(roofline.compare(c.src.trace, "a100", "h100"))
+
+
+class ClsToken(nn.Module):
+    """ViT's class token: concatenated in front, its row read at the end (a select in
+    forward, a select_scatter that inductor re-inplaces in backward)."""
+
+    def __init__(self, d: int = 32) -> None:
+        super().__init__()
+        self.cls = nn.Parameter(torch.zeros(1, 1, d))
+        self.fc = nn.Linear(d, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.cat([self.cls.expand(x.size(0), -1, -1), x], dim=1)
+        return self.fc(x)[:, 0]
+
+
+def test_a_backward_graph_whose_passes_run_ops_on_the_fake_gpu_compiles():
+    t = roofline.trace(ClsToken(), torch.randn(2, 8, 32), train=True,
+                       loss_fn=lambda y: y.sum(), compile=True)
+    assert {op.phase for op in t.ops} >= {"forward", "backward"}
+    assert any(op.fused for op in t.ops if op.phase == "backward")

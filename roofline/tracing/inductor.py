@@ -110,9 +110,11 @@ def _schedule(gm: torch.fx.GraphModule, example_inputs: list[Any], *, props: Any
     kwargs["cudagraphs"] = None
     # a backward graph compiles lazily, inside the step: neither the capture nor the fake
     # step's module watch must see the compiler's work
-    with _disable_current_modes(), unwatched(), fake_cuda_device(props), config.patch({
-            "_post_fusion_custom_pass": functools.partial(_read, kernels, recomputed, backward),
-            "fx_graph_cache": False, "compile_threads": 1, "triton.cudagraphs": False}):
+    settings = {"_post_fusion_custom_pass": functools.partial(_read, kernels, recomputed,
+                                                              backward),
+                "fx_graph_cache": False, "compile_threads": 1, "triton.cudagraphs": False}
+    with _disable_current_modes(), unwatched(), cuda_guard(), fake_cuda_device(props), \
+            config.patch(settings):
         try:
             compile_fx_inner(cuda_gm, cuda_inputs, **kwargs)
         except Exception as e:  # inductor wraps what its passes raise

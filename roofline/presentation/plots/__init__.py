@@ -12,6 +12,8 @@ Every function draws into a given ``ax`` (or a new figure), returns the Axes, ne
   required memory and samples/s against batch with the capacity wall.
 * :func:`serving_batch_curve`, :func:`serving_roofline`: an LLM's decode tokens/s against
   batch with the capacity wall; prefill and decode on one roofline, a point per op group.
+* :func:`compile_chart`: the eager and the compiled step (``torch.compile``) on one
+  device's roofs, and where each one's time goes.
 * :func:`scaling_curve`, :func:`stream_timeline`: speedup against GPU count with the ideal
   line; a parallel step's compute and communication streams over time.
 """
@@ -24,6 +26,7 @@ from roofline.analysis import Validation
 from roofline.presentation.plots._style import drawing
 from roofline.presentation.plots.bars import compare_devices, time_breakdown
 from roofline.presentation.plots.chart import roofline_chart, roofline_data
+from roofline.presentation.plots.compiled import compile_chart
 from roofline.presentation.plots.memory import batch_curve, memory_timeline
 from roofline.presentation.plots.parallel import scaling_curve, stream_timeline
 from roofline.presentation.plots.serving import serving_batch_curve, serving_roofline
@@ -32,7 +35,7 @@ from roofline.presentation.plots.speedup import speedup_curve
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-__all__ = ["batch_curve", "compare_devices", "memory_timeline", "roofline_chart",
+__all__ = ["batch_curve", "compare_devices", "compile_chart", "memory_timeline", "roofline_chart",
            "roofline_data", "scaling_curve", "serving_batch_curve", "serving_roofline",
            "speedup_curve", "stream_timeline",
            "time_breakdown", "validation_scatter"]

@@ -100,10 +100,13 @@ def time_breakdown(analysis_or_comparison: Analysis | Comparison,
     require_ops(src, "time_breakdown")
     sides = [src] if dst is None else [src, dst]
     keep = [k for k, v in src.by_category().items() if v["seconds"] > 0][:TOP_CATEGORIES]
+    # two steps on one device (compare(eager, compiled, device)) are named by the step
+    names = ([a.device.name for a in sides] if dst is None or dst.trace is src.trace
+             else ["eager", "torch.compile"])
     rows: list[tuple[str, list[tuple[str, float, str]], str]] = []
-    rows += [(f"{a.device.name}\nby bound", _bounds(a), f"bound:{i}")
+    rows += [(f"{names[i]}\nby bound", _bounds(a), f"bound:{i}")
              for i, a in enumerate(sides)]
-    rows += [(f"{a.device.name}\nby category", _categories(a, keep), f"category:{i}")
+    rows += [(f"{names[i]}\nby category", _categories(a, keep), f"category:{i}")
              for i, a in enumerate(sides)]
     longest = max(a.seconds for a in sides)
     with drawing(ax, (9.0, 1.2 + 0.75 * len(rows))) as out:

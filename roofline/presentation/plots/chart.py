@@ -440,6 +440,10 @@ def roofline_chart(analysis_or_comparison: Analysis | Comparison, ax: Axes | Non
     """
     src, dst = analyses(analysis_or_comparison, "roofline_chart")
     require_ops(src, "roofline_chart")
+    if dst is not None and dst.trace is not src.trace:
+        raise ValueError("roofline_chart() of compare(eager, compiled, device) would draw two "
+                         "steps as one: roofline.plot.compile_chart(comparison) draws them "
+                         "side by side")
     if measurement is not None:
         if dst is not None:
             raise ValueError("roofline_chart(measurement=...) draws a measurement beside one "
