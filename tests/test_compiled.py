@@ -288,3 +288,44 @@ def test_a_backward_graph_whose_passes_run_ops_on_the_fake_gpu_compiles():
                        loss_fn=lambda y: y.sum(), compile=True)
     assert {op.phase for op in t.ops} >= {"forward", "backward"}
     assert any(op.fused for op in t.ops if op.phase == "backward")
+
+
+class Stack(nn.Module):
+    """Three identical blocks in an nn.ModuleList, a head outside them."""
+
+    def __init__(self, d: int = 32, n: int = 3) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList(LnMlp(d) for _ in range(n))
+        self.head = nn.Linear(d, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = x + block(x)
+        return self.head(x)
+
+
+def test_regional_compile_compiles_the_block_once_and_names_each_call():
+    model, x = Stack(), torch.randn(8, 32)
+    kw = dict(train=True, loss_fn=lambda y: y.sum())
+    t = roofline.trace(model, x, compile={"regional": True}, **kw)
+    # one graph for the first block, whose input needs no gradient, and one reused by the
+    # other two (dynamo guards on requires_grad): not one per block
+    assert t.info.compiled_graphs == 2
+    for phase in ("forward", "backward"):
+        blocks = {op.module.split(".")[2] for op in t.ops
+                  if op.phase == phase and op.fused and op.module.startswith("Stack.blocks.")}
+        assert blocks == {"0", "1", "2"}, phase
+    # the head is eager: recorded op by op, under its own module
+    assert [op.name for op in t.ops if op.module == "Stack.head" and op.phase == "forward"
+            and op.category == "matmul"] == ["aten.addmm.default"]
+    eager = roofline.trace(model, x, fake=True, **kw)
+    gemms = [sorted(op.flops for op in tr.ops if op.category == "matmul")
+             for tr in (eager, t)]
+    assert gemms[0] == gemms[1]
+    assert all(b._compiled_call_impl is None for b in model.blocks)
+    assert no_global_state()
+
+
+def test_regional_compile_needs_repeated_blocks():
+    with pytest.raises(ValueError, match="repeated block"):
+        roofline.trace(LnMlp(), torch.randn(8, 64), compile={"regional": True})

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+from torch import nn
 
 from roofline._errors import CompileError, FakeModeError, RooflineWarning, warn
 from roofline.tracing.capture import Capture
@@ -48,8 +49,9 @@ MODES = ("default", "reduce-overhead")
 def compiled_step(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, train: bool,
                   loss_fn: Callable[[Any], torch.Tensor] | None,
                   optimizer: torch.optim.Optimizer | None, mode: str,
-                  fullgraph: bool) -> Trace:
-    """Trace one step of ``torch.compile(fn)`` as inductor would run it on a GPU."""
+                  fullgraph: bool, regional: bool = False) -> Trace:
+    """Trace one step of ``torch.compile(fn)`` as inductor would run it on a GPU; with
+    ``regional``, of each repeated block compiled on its own (:func:`blocks`)."""
     _check_mode(mode)
     name = model_name(fn)
     check_grad_mode(train)
@@ -58,19 +60,25 @@ def compiled_step(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, tra
     cap = Capture(warn=True, compiled=True)
     cap.modules = modules_of(fn, deep=False)
     graphs: list[Graph] = []
+    regions = _Regions(name, blocks(fn) if regional else [])
+    if regional and not regions.blocks:
+        raise ValueError(f"compile={{'regional': True}} compiles each repeated block, and "
+                         f"{name} has none (no nn.ModuleList of two or more modules of one "
+                         "class): compile the whole model")
 
     @contextlib.contextmanager
     def receive(graph: Graph) -> Iterator[None]:
         graphs.append(graph)
-        cap.recorder.kernels(graph.kernels, graph.backward, name)
+        cap.recorder.kernels(graph.kernels, graph.backward, regions.module(graph.backward))
         cap.recorder.quiet += 1
         try:
             yield
         finally:
             cap.recorder.quiet -= 1
 
-    compiled = torch.compile(fn, backend=backend(H100_PROPERTIES), fullgraph=fullgraph,
-                             dynamic=False)
+    compiler = backend(H100_PROPERTIES)
+    compiled = fn if regional else torch.compile(fn, backend=compiler, fullgraph=fullgraph,
+                                                 dynamic=False)
     torch._dynamo.reset()  # no graph of an earlier trace (or another backend) is reused
     breaks_before = Counter(torch._dynamo.utils.counters["graph_break"])
     try:
@@ -78,9 +86,12 @@ def compiled_step(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, tra
             faked = stack.enter_context(fake_step(fn, optimizer, args, kwargs))
             stack.enter_context(patterns_on_cpu())
             stack.enter_context(kernels_sink(receive))
+            if regional:
+                stack.enter_context(regions.compiled(compiler, fullgraph))
             with cap:
                 loss = _run(compiled, fn, faked.args, faked.kwargs, train=train,
-                            loss_fn=loss_fn, optimizer=optimizer, name=name)
+                            loss_fn=loss_fn, optimizer=optimizer, name=name,
+                            hooks=not regional)
             faked.check_survivors()
         breaks = _breaks(breaks_before)
     except DATA_DEPENDENT as e:
@@ -122,14 +133,14 @@ def _check_mode(mode: str) -> None:
 
 def _run(compiled: Any, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *,
          train: bool, loss_fn: Callable[[Any], torch.Tensor] | None,
-         optimizer: torch.optim.Optimizer | None, name: str) -> str:
+         optimizer: torch.optim.Optimizer | None, name: str, hooks: bool = True) -> str:
     """One step of the compiled callable: forward, loss, backward, optimizer step (eager)."""
     from torch._inductor.exc import InductorError
 
     with training_mode(fn, train):
         try:
             return _step(compiled, args, kwargs, train=train, loss_fn=loss_fn,
-                         optimizer=optimizer)
+                         optimizer=optimizer, hooks=hooks)
         except torch._dynamo.exc.Unsupported as e:
             raise CompileError(
                 f"torch.compile(fullgraph=True) found a graph break in {name}: "
@@ -145,8 +156,10 @@ def _run(compiled: Any, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], 
 
 def _step(compiled: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, train: bool,
           loss_fn: Callable[[Any], torch.Tensor] | None,
-          optimizer: torch.optim.Optimizer | None) -> str:
-    with _module_hooks_off():
+          optimizer: torch.optim.Optimizer | None, hooks: bool = True) -> str:
+    # a regional step runs the model eagerly (its module hooks on): only its blocks' calls
+    # are compiled, each with the hooks off (_Regions)
+    with _module_hooks_off() if hooks else contextlib.nullcontext():
         out = compiled(*args, **kwargs)
     if not train:
         return ""
@@ -178,6 +191,63 @@ def _module_hooks_off() -> Iterator[None]:
     finally:
         for n in _GLOBAL_HOOKS:
             getattr(module, n).update(saved[n])
+
+
+def blocks(fn: Any) -> list[tuple[str, nn.Module]]:
+    """The repeated blocks of the module behind ``fn``: the items of every ``nn.ModuleList``
+    of two or more modules of one class (transformer layers), outermost lists only, each
+    with its path. Regional compilation compiles each on its own, as torchtitan and
+    torchtune do, and dynamo compiles their shared code once."""
+    found: list[tuple[str, nn.Module]] = []
+    for root in modules_of(fn, deep=False):
+        for path, m in root.named_modules():
+            inside = any(path.startswith(f"{p}.") for p, _ in found)
+            if inside or not isinstance(m, nn.ModuleList) or len(m) < 2 \
+                    or len({type(c) for c in m}) != 1:
+                continue
+            found += [(f"{path}.{i}" if path else str(i), c) for i, c in enumerate(m)]
+    return found
+
+
+class _Regions:
+    """The compiled blocks of a regional step, and which block a graph's kernels are of:
+    a forward graph is the block being called; a backward graph the last block whose
+    forward has not had its backward yet (autograd runs the blocks in reverse)."""
+
+    def __init__(self, name: str, found: list[tuple[str, nn.Module]]) -> None:
+        self.name, self.blocks = name, found
+        self.calling: str = ""
+        self.pending: list[str] = []
+
+    def module(self, backward: bool) -> str:
+        if not self.blocks:
+            return self.name
+        path = (self.pending.pop() if self.pending else "") if backward else self.calling
+        if not backward:
+            self.pending.append(path)
+        return f"{self.name}.{path}" if path else self.name
+
+    @contextlib.contextmanager
+    def compiled(self, compiler: Any, fullgraph: bool) -> Iterator[None]:
+        """Each block's calls through ``torch.compile`` (as ``Module.compile()`` does)."""
+        saved = [(b, b._compiled_call_impl) for _, b in self.blocks]
+        try:
+            for path, block in self.blocks:
+                block._compiled_call_impl = self._call(
+                    path, torch.compile(block._call_impl, backend=compiler,
+                                        fullgraph=fullgraph, dynamic=False))
+            yield
+        finally:
+            for block, impl in saved:
+                block._compiled_call_impl = impl
+
+    def _call(self, path: str, compiled: Any) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self.calling = path
+            with _module_hooks_off():
+                return compiled(*args, **kwargs)
+
+        return call
 
 
 def _breaks(before: Counter[str]) -> list[str]:

@@ -87,7 +87,10 @@ def trace(model_or_fn: Any, *args: Any, train: bool = False,
         per fused kernel, whose bytes are what leaves the kernel and whose ``fused`` lists
         the eager ops inside; GEMMs and attention stay cuBLAS and SDPA kernels (see
         :mod:`roofline.tracing.compiled`). ``True``, or a dict of ``torch.compile``'s own
-        ``mode`` (``"default"``, ``"reduce-overhead"``) and ``fullgraph``. Runs on fake
+        ``mode`` (``"default"``, ``"reduce-overhead"``) and ``fullgraph``, and
+        ``regional``: compile each repeated block (the items of an ``nn.ModuleList`` of
+        one class) on its own, as torchtitan and torchtune do, rather than the whole
+        model (no fusion across blocks; a fraction of the tracing time). Runs on fake
         tensors (``fake=False`` is refused) and needs no GPU; the optimizer runs eagerly.
 
     Returns
@@ -181,9 +184,9 @@ def _compiled(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
               attention: AttentionMode, parallel: Any) -> Trace:
     """:func:`trace` with ``compile=``: its options checked, then the compiled step."""
     options = {} if compile is True else compile
-    if not isinstance(options, dict) or set(options) - {"mode", "fullgraph"}:
+    if not isinstance(options, dict) or set(options) - {"mode", "fullgraph", "regional"}:
         raise ValueError("compile= takes True, or a dict of torch.compile's 'mode' and "
-                         f"'fullgraph', got {compile!r}")
+                         f"'fullgraph' and roofline's 'regional', got {compile!r}")
     if fake is False:
         raise ValueError("compile=True traces on fake tensors (inductor is run for a GPU "
                          "this machine need not have): leave fake unset")
@@ -201,7 +204,8 @@ def _compiled(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
     fn = getattr(fn, "_orig_mod", None) or fn  # already compiled: its eager module
     return compiled_step(fn, args, kwargs, train=train, loss_fn=loss_fn,
                          optimizer=optimizer, mode=options.get("mode", "default"),
-                         fullgraph=bool(options.get("fullgraph", False)))
+                         fullgraph=bool(options.get("fullgraph", False)),
+                         regional=bool(options.get("regional", False)))
 
 
 def _prepare(fn: Any, *, train: bool, fake: bool,
