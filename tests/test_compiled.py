@@ -329,3 +329,22 @@ def test_regional_compile_compiles_the_block_once_and_names_each_call():
 def test_regional_compile_needs_repeated_blocks():
     with pytest.raises(ValueError, match="repeated block"):
         roofline.trace(LnMlp(), torch.randn(8, 64), compile={"regional": True})
+
+
+def test_a_convolution_is_counted_once_though_generated_kernels_hold_its_pieces():
+    # inductor splits the bias gradient out of convolution_backward into a generated
+    # kernel: the convolution's FLOPs stay with the extern kernel that runs it
+    model = nn.Sequential(nn.Conv2d(8, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+                          nn.Conv2d(16, 16, 3, padding=1))
+    x = torch.randn(4, 8, 16, 16)
+    kw = dict(train=True, loss_fn=lambda y: y.sum())
+    eager = roofline.trace(model, x, fake=True, **kw)
+    compiled = roofline.trace(model, x, compile=True, **kw)
+    conv = [sum(op.flops for op in t.ops if op.category == "conv") for t in (eager, compiled)]
+    # eager's convolution_backward also sums the bias gradient: one add per output element
+    # of each biased convolution (N x H x W x C_out = 4 x 16 x 16 x 16, twice)
+    assert conv[0] - conv[1] == 2 * 4 * 16 * 16 * 16
+    generated = sum(op.flops for op in compiled.ops if op.name.startswith("inductor."))
+    assert generated < 0.05 * conv[1]
+    net = compiled.total_flops - compiled.info.recompute_flops
+    assert abs(net - eager.total_flops) < 0.02 * eager.total_flops

@@ -7,6 +7,10 @@ graph adds its fused kernels (one record each, the eager ops it fuses listed in
 after the model, the optimizer, which torchtitan does not compile either) is recorded op
 by op as in an eager trace.
 
+The GPU scheduler is used, not inductor's CPU backend that this machine could run: the C++
+scheduler fuses differently (GELU's gradient and a bias gradient are two kernels there and
+one on a GPU; a foreach AdamW twelve kernels there, two combo kernels on a GPU).
+
 What it cannot know without a GPU, and says: ``max-autotune`` (triton GEMM templates are
 chosen by timing them), ``pad_mm`` (decided by a GPU benchmark), a looped reduction's
 second read of its input (decided at codegen). Memory is not modelled (inductor reuses

@@ -223,7 +223,10 @@ def _kernel(snode: Any, backward: bool) -> tuple[OpRecord, int] | None:
 
 def _record(snode: Any, ops: list[torch.fx.Node], extern: bool, backward: bool,
             ) -> tuple[OpRecord, int]:
-    flops = [_flops(o) for o in ops]
+    # a generated kernel may hold a piece of a GEMM or convolution node (the bias gradient
+    # inductor splits from convolution_backward): that node's FLOPs are the extern
+    # kernel's, which runs it
+    flops = [_flops(o) if extern or not _is_flop_op(o) else 0 for o in ops]
     recompute = [backward and o.meta.get("partitioner_tag") == "is_forward" for o in ops]
     read, written = _kernel_bytes(snode)
     eager = [_eager_op(o) or o.target for o in ops]
