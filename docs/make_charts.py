@@ -7,6 +7,7 @@ the same step A100 -> H100; every chart is regenerated from the library, never b
 
 from __future__ import annotations
 
+import functools
 import pathlib
 import sys
 
@@ -42,6 +43,21 @@ def resnet50_trace() -> roofline.Trace:
         t = roofline.trace(zm.model, *zm.train_inputs, train=True, optimizer=opt, fake=True)
     t.info.model = "ResNet-50"
     return t
+
+
+@functools.cache
+def gpt2_compiled() -> roofline.Comparison:
+    """GPT-2's bf16 training step, eager and compiled (torch.compile), on an H100."""
+    zm = get_model("gpt2", batch_size=8, seq_len=1024, dropout=0, device="meta")
+    opt = torch.optim.AdamW(zm.model.parameters(), foreach=True)
+    traces = []
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        for compile in (False, True):
+            t = roofline.trace(zm.model, *zm.train_inputs, train=True, optimizer=opt,
+                               fake=True, compile=compile)
+            t.info.model = "GPT-2"
+            traces.append(t)
+    return roofline.compare(traces[0], traces[1], "h100")
 
 
 def gpt2_build(batch: int) -> roofline.Trace:
@@ -125,6 +141,9 @@ def main(only: list[str]) -> None:
             roofline.max_batch(gpt2_build, "rtx4090")),
         "scaling_gpt2_rtx4090.png": lambda: roofline.plot.scaling_curve(gpt2_parallel()),
         "timeline_gpt2_rtx4090.png": lambda: roofline.plot.stream_timeline(gpt2_parallel()),
+        "compile_gpt2_h100.png": lambda: roofline.plot.compile_chart(gpt2_compiled()),
+        "roofline_compiled_gpt2_h100.png": lambda: roofline.plot.roofline_chart(
+            gpt2_compiled().dst),
     }
     unknown = sorted(set(only) - set(charts) - {"report.png"})
     if unknown:

@@ -348,3 +348,21 @@ def test_a_convolution_is_counted_once_though_generated_kernels_hold_its_pieces(
     assert generated < 0.05 * conv[1]
     net = compiled.total_flops - compiled.info.recompute_flops
     assert abs(net - eager.total_flops) < 0.02 * eager.total_flops
+
+
+def test_compile_inside_a_capture_is_refused_with_the_reason():
+    with roofline.capture():
+        with pytest.raises(CompileError, match="dynamo"):
+            roofline.trace(LnMlp(), torch.randn(8, 64), compile=True)
+    assert no_global_state()
+
+
+def test_reduce_overhead_is_analysed_with_cuda_graph_launches():
+    model, x = LnMlp(), torch.randn(8, 64)
+    default = roofline.trace(model, x, compile=True)
+    graphs = roofline.trace(model, x, compile={"mode": "reduce-overhead"})
+    # the same kernels, launched from a CUDA graph
+    assert [op.name for op in graphs.ops] == [op.name for op in default.ops]
+    assert roofline.analyze(graphs, "h100").seconds == \
+        roofline.analyze(default, "h100", graphs=True).seconds
+    assert roofline.analyze(graphs, "h100").seconds < roofline.analyze(default, "h100").seconds

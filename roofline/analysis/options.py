@@ -49,7 +49,8 @@ class Options:
         roofline with a launch floor).
     graphs : bool
         Kernels are launched from a CUDA graph: the measured graph-launch overhead where
-        the device has one.
+        the device has one. The default for a ``compile={"mode": "reduce-overhead"}``
+        trace, which torch.compile replays from CUDA graphs.
     layout_transposes : bool
         Count the NCHW <-> NHWC transposes cuDNN adds around 16-bit convolutions of a
         channels-first model on an NVIDIA GPU (recorded by the capture as ``layout`` ops);

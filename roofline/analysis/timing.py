@@ -425,6 +425,9 @@ def analyze(trace: Trace, device: str | DeviceSpec, **options: Any) -> Analysis:
         raise TypeError(f"analyze() takes a Trace (from roofline.trace or roofline.capture), "
                         f"got {type(trace).__name__}; trace the model first: "
                         "t = roofline.trace(model, *inputs)")
+    if getattr(trace, "info", None) is not None and trace.info.compiled == "reduce-overhead":
+        # torch.compile(mode="reduce-overhead") replays the step from CUDA graphs
+        options = {"graphs": True, **options}
     return analyze_step(trace, get_device(device), Options(**options))
 
 

@@ -34,6 +34,16 @@ def compile_chart(comparison: Comparison, group_by: str = "op", top: int = 6) ->
     ------
     TypeError
         For anything but the comparison of an eager and a compiled trace.
+
+    Examples
+    --------
+    >>> model = nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 64))
+    >>> x, kw = torch.randn(32, 64), dict(train=True, loss_fn=lambda y: y.sum())
+    >>> c = roofline.compare(roofline.trace(model, x, fake=True, **kw),
+    ...                      roofline.trace(model, x, compile=True, **kw), "h100")
+    >>> ax = roofline.plot.compile_chart(c)
+    >>> ax.get_title(loc="left").startswith("torch.compile:")
+    True
     """
     if not isinstance(comparison, Comparison) or comparison.fusion is None:
         raise TypeError("compile_chart() takes roofline.compare(eager, compiled, device); "
