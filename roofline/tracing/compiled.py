@@ -57,11 +57,6 @@ def compiled_step(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, tra
     """Trace one step of ``torch.compile(fn)`` as inductor would run it on a GPU; with
     ``regional``, of each repeated block compiled on its own (:func:`blocks`)."""
     _check_mode(mode)
-    if torch._dynamo.config.disable:
-        raise CompileError(
-            "compile=True needs dynamo, which is disabled here (inside roofline.capture(), "
-            "which runs torch.compile'd code eagerly, or with TORCHDYNAMO_DISABLE=1): "
-            "trace the compiled step outside it")
     name = model_name(fn)
     check_grad_mode(train)
     check_closure(optimizer)
@@ -130,6 +125,12 @@ def compiled_step(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, tra
 
 
 def _check_mode(mode: str) -> None:
+    """A mode inductor's fusion can be predicted for, with dynamo on to compile it."""
+    if torch._dynamo.config.disable:
+        raise CompileError(
+            "compile=True needs dynamo, which is disabled here (inside roofline.capture(), "
+            "which runs torch.compile'd code eagerly, or with TORCHDYNAMO_DISABLE=1): "
+            "trace the compiled step outside it")
     if mode in MODES:
         return
     if isinstance(mode, str) and mode.startswith("max-autotune"):

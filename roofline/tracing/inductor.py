@@ -223,10 +223,7 @@ def _kernel(snode: Any, backward: bool) -> tuple[OpRecord, int] | None:
 
 def _record(snode: Any, ops: list[torch.fx.Node], extern: bool, backward: bool,
             ) -> tuple[OpRecord, int]:
-    # a generated kernel may hold a piece of a GEMM or convolution node (the bias gradient
-    # inductor splits from convolution_backward): that node's FLOPs are the extern
-    # kernel's, which runs it
-    flops = [_flops(o) if extern or not _is_flop_op(o) else 0 for o in ops]
+    flops = _kernel_flops(ops, extern)
     recompute = [backward and o.meta.get("partitioner_tag") == "is_forward" for o in ops]
     read, written = _kernel_bytes(snode)
     eager = [_eager_op(o) or o.target for o in ops]
@@ -243,6 +240,13 @@ def _record(snode: Any, ops: list[torch.fx.Node], extern: bool, backward: bool,
         backward_kernel=backward and not _all(recompute),
         recompute=_all(recompute), fused=tuple(dict.fromkeys(map(str, eager))))
     return record, sum(f for f, r in zip(flops, recompute, strict=True) if r and f)
+
+
+def _kernel_flops(ops: list[torch.fx.Node], extern: bool) -> list[int | None]:
+    """Each op's FLOPs in the kernel. A generated kernel may hold a piece of a GEMM or
+    convolution node (the bias gradient inductor splits from convolution_backward): that
+    node's FLOPs are the extern kernel's, which runs it."""
+    return [_flops(o) if extern or not _is_flop_op(o) else 0 for o in ops]
 
 
 def _all(flags: list[bool]) -> bool:

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
 
-def compile_chart(comparison: Comparison, group_by: str = "op", top: int = 6) -> Axes:
+def compile_chart(comparison: Comparison, group_by: str = "op", top: int = 4) -> Axes:
     """The roofline of the eager step beside the compiled step's (same device, same axes),
     and below them the time of each by bound and by category: the memory-bound mass that
     fusion removes.
@@ -51,7 +51,7 @@ def compile_chart(comparison: Comparison, group_by: str = "op", top: int = 6) ->
     import matplotlib.pyplot as plt
 
     with style():
-        fig = plt.figure(figsize=(16.5, 10.5), layout="constrained")
+        fig = plt.figure(figsize=(14.0, 9.0), layout="constrained")
         grid = fig.add_gridspec(2, 2, height_ratios=[1.55, 1.0])
         left, right = fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1])
         bars = fig.add_subplot(grid[1, :])
@@ -59,6 +59,7 @@ def compile_chart(comparison: Comparison, group_by: str = "op", top: int = 6) ->
         roofline_chart(comparison.src, ax=left, group_by=group_by, top=top)
         roofline_chart(comparison.dst, ax=right, group_by=group_by, top=top)
         _same_view(left, right)
+        _one_legend(fig, left, right)
         src, dst = comparison.src, comparison.dst
         left.set_title(f"eager: {src.seconds * 1e3:.3g} ms, {_gb(src)} moved", loc="left")
         right.set_title(f"torch.compile: {dst.seconds * 1e3:.3g} ms, {_gb(dst)} moved",
@@ -70,6 +71,20 @@ def compile_chart(comparison: Comparison, group_by: str = "op", top: int = 6) ->
         plt.close(fig)
         raise
     return right
+
+
+def _one_legend(fig: Any, *axes: Axes) -> None:
+    """The panels' legends (the same bounds, sizes and roofs) as one, beside the figure:
+    inside a panel it would cover points."""
+    legends = [ax.get_legend() for ax in axes]
+    kept = next((lg for lg in reversed(legends) if lg is not None), None)
+    if kept is None:
+        return
+    handles, labels = kept.legend_handles, [t.get_text() for t in kept.get_texts()]
+    for lg in legends:
+        if lg is not None:
+            lg.remove()
+    fig.legend(handles, labels, loc="outside right upper", fontsize=8, frameon=False)
 
 
 def _gb(a: Any) -> str:
