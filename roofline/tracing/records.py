@@ -360,7 +360,8 @@ class Trace:
     def filter(self, predicate: Callable[[OpRecord], bool]) -> Trace:
         """A new trace with the ops for which ``predicate`` is true."""
         return Trace([op for op in self.ops if predicate(op)], dict(self.meta),
-                     info=replace(self.info, buckets=list(self.info.buckets)))
+                     info=replace(self.info, buckets=list(self.info.buckets),
+                                  graph_breaks=list(self.info.graph_breaks)))
 
     def to_dataframe(self) -> Any:
         """The ops as a pandas DataFrame, one row per op (needs ``pandas``)."""
