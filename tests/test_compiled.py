@@ -365,3 +365,23 @@ def test_reduce_overhead_is_analysed_with_cuda_graph_launches():
     assert roofline.analyze(graphs, "h100").seconds == \
         roofline.analyze(default, "h100", graphs=True).seconds
     assert roofline.analyze(graphs, "h100").seconds < roofline.analyze(default, "h100").seconds
+
+
+class MakesAModule(nn.Module):
+    """Registers a submodule in forward (as some models build caches and rotary tables)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.act = nn.ReLU()
+        return self.act(self.fc(x)) * 2
+
+
+def test_roofline_own_hooks_and_wrappers_add_no_graph_break():
+    # the fake step's registration hooks and wrapped __setattr__ are off while dynamo
+    # traces: with them on, this model broke into graphs at roofline's own code
+    t = roofline.trace(MakesAModule(), torch.randn(4, 16), compile=True)
+    assert t.info.graph_breaks == [] and t.info.compiled_graphs == 1
+    assert no_global_state()

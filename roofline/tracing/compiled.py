@@ -30,7 +30,7 @@ from torch import nn
 from roofline._errors import CompileError, FakeModeError, RooflineWarning, warn
 from roofline.tracing.capture import Capture
 from roofline.tracing.distributed import check_fake_wrapped
-from roofline.tracing.fake import DATA_DEPENDENT, fake_step, modules_of
+from roofline.tracing.fake import DATA_DEPENDENT, fake_step, modules_of, unwatched
 from roofline.tracing.gpu_target import H100_PROPERTIES, patterns_on_cpu
 from roofline.tracing.inductor import Graph, backend, kernels_sink
 from roofline.tracing.records import Trace
@@ -183,13 +183,16 @@ def _step(compiled: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, train
 
 _GLOBAL_HOOKS = ("_global_forward_pre_hooks", "_global_forward_hooks",
                  "_global_forward_hooks_always_called", "_global_forward_hooks_with_kwargs",
-                 "_global_backward_pre_hooks", "_global_backward_hooks")
+                 "_global_backward_pre_hooks", "_global_backward_hooks",
+                 "_global_buffer_registration_hooks", "_global_module_registration_hooks",
+                 "_global_parameter_registration_hooks")
 
 
 @contextlib.contextmanager
 def _module_hooks_off() -> Iterator[None]:
-    """No global module hook (the capture's module tracker, the fake step's swap) while
-    dynamo traces: it would trace them into the graph. The kernels name their modules
+    """No global module hook (the capture's module tracker, the fake step's swap) and no
+    wrapped ``nn.Module.__setattr__`` (the fake step's write watch) while dynamo traces: it
+    would trace them into the graph, or break it at them. The kernels name their modules
     from dynamo's own ``nn_module_stack``."""
     from torch.nn.modules import module
 
@@ -197,7 +200,8 @@ def _module_hooks_off() -> Iterator[None]:
     for n in _GLOBAL_HOOKS:
         getattr(module, n).clear()
     try:
-        yield
+        with unwatched(writes=True):
+            yield
     finally:
         for n in _GLOBAL_HOOKS:
             getattr(module, n).update(saved[n])
@@ -261,8 +265,17 @@ class _Regions:
 
 
 def _breaks(before: Counter[str]) -> list[str]:
+    """Each new graph break's reason: dynamo's first line, and the call it broke at."""
     now = Counter(torch._dynamo.utils.counters["graph_break"])
-    return [reason for reason, n in (now - before).items() for _ in range(n)]
+    return [_reason(reason) for reason, n in (now - before).items() for _ in range(n)]
+
+
+def _reason(text: str) -> str:
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    where = next((line.removeprefix("Developer debug context:").strip() for line in lines
+                  if line.startswith("Developer debug context:")), "")
+    head = lines[0] if lines else str(text)
+    return f"{head} ({where[:160]})" if where else head
 
 
 def _first_line(e: BaseException | None) -> str:

@@ -464,17 +464,25 @@ class _Unwatched(threading.local):
 
 
 _UNWATCHED = _Unwatched()
+# torch's own, for code that must not see the step's wrapped ones (_watch_module_writes)
+_SETATTR, _DELATTR = nn.Module.__setattr__, nn.Module.__delattr__
 
 
 @contextlib.contextmanager
-def unwatched() -> Iterator[None]:
+def unwatched(writes: bool = False) -> Iterator[None]:
     """Modules made or written inside are not the step's (the compiler's own graph
-    modules, when a compiled graph compiles its backward inside the step)."""
+    modules, when a compiled graph compiles its backward inside the step). With
+    ``writes``, ``nn.Module.__setattr__``/``__delattr__`` are torch's own inside: dynamo
+    traces through them, and the step's wrappers would be graph breaks of their own."""
     _UNWATCHED.depth += 1
+    saved = nn.Module.__setattr__, nn.Module.__delattr__
+    if writes:
+        nn.Module.__setattr__, nn.Module.__delattr__ = _SETATTR, _DELATTR  # type: ignore[method-assign]
     try:
         yield
     finally:
         _UNWATCHED.depth -= 1
+        nn.Module.__setattr__, nn.Module.__delattr__ = saved  # type: ignore[method-assign]
 
 
 @contextlib.contextmanager
