@@ -100,6 +100,38 @@ def op_of(t: Trace, prefix: str) -> OpRecord:
     return ops[0]
 
 
+# --- hand-built ops for the timing tests ----------------------------------------------------
+
+#: The classic roofline on datasheet peaks: the time of an op is the max of its roofs.
+CLASSIC = {"peaks": "datasheet", "overhead_model": "max"}
+DATASHEET = {"peaks": "datasheet"}
+H100_BF16, H100_BANDWIDTH = 989.4e12, 3.35e12  # H100 SXM datasheet (registry sources)
+
+
+def make_op(category: str, flops: int, nbytes: int, kernels: int = 1,
+            shapes: tuple[tuple[int, ...], ...] = ((1024, 1024),)) -> OpRecord:
+    """A bf16 forward op of ``category`` reading ``nbytes``, output ``shapes``."""
+    return OpRecord(f"aten.{category}.default", category, "forward", "", "bfloat16", flops,
+                    nbytes, 0, kernels=kernels, output_shapes=shapes)
+
+
+def make_op_4096(category: str, flops: int, nbytes: int, dtype: str = "bfloat16",
+                 out: tuple[int, ...] = (4096, 4096)) -> OpRecord:
+    """A forward op reading ``nbytes`` with one output of shape ``out``."""
+    return OpRecord(name=f"aten.{category}.default", category=category, phase="forward",
+                    module="", dtype=dtype, flops=flops, bytes_read=nbytes, bytes_written=0,
+                    output_shapes=(out,))
+
+
+def make_split_op(category: str, flops: int, nbytes: int, dtype: str = "bfloat16",
+                  kernels: int = 1) -> OpRecord:
+    """A forward op whose ``nbytes`` are half read, half written (output 8192 x 8192)."""
+    return OpRecord(name=f"aten.{category}.default", category=category, phase="forward",
+                    module="", dtype=dtype, flops=flops, bytes_read=nbytes // 2,
+                    bytes_written=nbytes - nbytes // 2, kernels=kernels,
+                    output_shapes=((8192, 8192),))
+
+
 # --- small models --------------------------------------------------------------------------
 
 def small_mlp() -> nn.Module:

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import captured, no_global_state, op_of
+from conftest import DATASHEET, H100_BANDWIDTH, captured, no_global_state, op_of
 from torch import nn
 
 import roofline
@@ -255,13 +255,6 @@ def test_one_module_under_two_names_of_one_parent_is_one_module(shared_trace) ->
 
 
 # --- cuDNN's layout transposes (issue 15) -------------------------------------------------
-
-# H100 SXM datasheet (registry sources)
-H100_BF16, H100_BANDWIDTH = 989.4e12, 3.35e12  # H100 SXM datasheet (registry sources)
-
-
-DATASHEET = {"peaks": "datasheet"}
-
 
 N, C, K, HW = 8, 16, 32, 14  # batch, in and out channels, height = width
 

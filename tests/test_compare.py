@@ -6,10 +6,6 @@ nothing from FLOP/s; the clock scales compute, not DRAM) or are properties every
 must have (more of a roof is never slower; scaling every roof by k gives at most k).
 Issue 13 (items 6, 11): factors not given stay 1; empty traces answer plainly. Issue 15:
 clock and core what-ifs.
-
-``_op`` builds an op with an output of (1024, 1024) and its bytes read; ``_op_4096``
-one with a (4096, 4096) output, as the GEMM fill model sees it; ``_split_op`` one with its
-bytes split between read and written.
 """
 
 from __future__ import annotations
@@ -19,7 +15,15 @@ import math
 import numpy as np
 import pytest
 import torch
-from conftest import timed_mlp
+from conftest import (
+    CLASSIC,
+    H100_BANDWIDTH,
+    H100_BF16,
+    make_op,
+    make_op_4096,
+    make_split_op,
+    timed_mlp,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -28,39 +32,10 @@ from roofline.tracing import OpRecord, Trace
 from roofline.tracing.measure import measure
 from roofline.zoo import get_model
 
-
-def _op(category: str, flops: int, nbytes: int, kernels: int = 1,
-        shapes: tuple[tuple[int, ...], ...] = ((1024, 1024),)) -> OpRecord:
-    return OpRecord(f"aten.{category}.default", category, "forward", "", "bfloat16", flops,
-                    nbytes, 0, kernels=kernels, output_shapes=shapes)
-
-
-def _op_4096(category: str, flops: int, nbytes: int, dtype: str = "bfloat16",
-             out: tuple[int, ...] = (4096, 4096)) -> OpRecord:
-    return OpRecord(name=f"aten.{category}.default", category=category, phase="forward",
-                    module="", dtype=dtype, flops=flops, bytes_read=nbytes, bytes_written=0,
-                    output_shapes=(out,))
-
-
-def _split_op(category: str, flops: int, nbytes: int, dtype: str = "bfloat16",
-              kernels: int = 1) -> OpRecord:
-    return OpRecord(name=f"aten.{category}.default", category=category, phase="forward",
-                    module="", dtype=dtype, flops=flops, bytes_read=nbytes // 2,
-                    bytes_written=nbytes - nbytes // 2, kernels=kernels,
-                    output_shapes=((8192, 8192),))
-
-
-#: The classic roofline on datasheet peaks: the time of an op is the max of its roofs.
-CLASSIC = {"peaks": "datasheet", "overhead_model": "max"}
-
-
-H100_BF16, H100_BANDWIDTH = 989.4e12, 3.35e12  # H100 SXM datasheet (registry sources)
-
-
 # --- compare and what_if ------------------------------------------------------------------
 
 def test_host_time_is_fixed_across_devices() -> None:
-    op = _op_4096("matmul", 2 * 8192**3, 3 * 8192**2 * 2)
+    op = make_op_4096("matmul", 2 * 8192**3, 3 * 8192**2 * 2)
     t = Trace([op])
     c = roofline.compare(t, "a100", "h100", host_fraction=0.5)
     assert c.src.host_seconds == pytest.approx(c.src.device_seconds)
@@ -72,7 +47,7 @@ def test_host_time_is_fixed_across_devices() -> None:
 
 
 def test_what_if_on_a_memory_bound_trace_gains_nothing_from_flops() -> None:
-    add = _op_4096("pointwise", 10**8, 3 * 10**9)
+    add = make_op_4096("pointwise", 10**8, 3 * 10**9)
     c = roofline.what_if(Trace([add]), "a100", flops=2.0)
     assert c.speedup == pytest.approx(1.0)
     # on the classic roofline (no launch overhead or DRAM latency, which do not halve)
@@ -149,7 +124,7 @@ def test_prediction_properties(ops: list[OpRecord], f: float, b: float, k: float
 # --- what-if factors (issue 13, item 6) ---------------------------------------------------
 
 def test_a_factor_not_given_stays_one() -> None:
-    t = Trace([_op("matmul", 10**12, 10**9), _op("pointwise", 10**6, 10**9)])
+    t = Trace([make_op("matmul", 10**12, 10**9), make_op("pointwise", 10**6, 10**9)])
     a100 = roofline.get_device("a100")
     bw = roofline.what_if(t, a100, bandwidth=2.0)
     assert bw.dst.device.matrix_flops_per_s == a100.matrix_flops_per_s
@@ -164,7 +139,7 @@ def test_a_factor_not_given_stays_one() -> None:
 
 @pytest.mark.parametrize("bad", [0, -2, math.nan, math.inf, True])
 def test_bad_factors_are_refused(bad: object) -> None:
-    t = Trace([_op("pointwise", 10, 10)])
+    t = Trace([make_op("pointwise", 10, 10)])
     with pytest.raises(ValueError, match="factor"):
         roofline.what_if(t, "a100", flops=bad)  # type: ignore[arg-type]
 
@@ -198,8 +173,8 @@ def test_empty_and_views_only_traces_answer_plainly(ops: list[OpRecord]) -> None
 def test_clock_what_if_speeds_compute_not_bandwidth() -> None:
     """Peak = units x FLOP/clock/unit x clock: 1.5x the clock gives a compute-bound GEMM
     1.5x on its compute time and a streaming copy nothing (DRAM has its own clock)."""
-    big = _split_op("matmul", 2 * 8192**3, 3 * 8192**2 * 2)
-    copy = _split_op("pointwise", 0, 10**9)
+    big = make_split_op("matmul", 2 * 8192**3, 3 * 8192**2 * 2)
+    copy = make_split_op("pointwise", 0, 10**9)
     for op in (big, copy):
         c = roofline.what_if(Trace([op]), "h100", clock=1.5, overhead=False)
         expected = 1.5 if op is big else 1.0
@@ -218,7 +193,7 @@ def test_cores_what_if_helps_only_ops_that_fill_the_chip() -> None:
                     dtype="bfloat16", flops=2 * 128 * 128 * 512, bytes_read=10,
                     bytes_written=0, input_shapes=((128, 512), (512, 128)),
                     output_shapes=((128, 128),))
-    big = _split_op("matmul", 2 * 8192**3, 3 * 8192**2 * 2)
+    big = make_split_op("matmul", 2 * 8192**3, 3 * 8192**2 * 2)
     small = roofline.what_if(Trace([tiny]), "h100", cores=2, overhead=False)
     assert small.speedup == pytest.approx(1.0)
     large = roofline.what_if(Trace([big]), "h100", cores=2, overhead=False)

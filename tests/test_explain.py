@@ -6,16 +6,11 @@ a prediction is refused saying what explain takes (issue 13, items 11 and 13).
 from __future__ import annotations
 
 import pytest
+from conftest import make_op
 
 import roofline
 from roofline import RooflineWarning
-from roofline.tracing.records import OpRecord, Trace
-
-
-def _op(category: str, flops: int, nbytes: int, kernels: int = 1,
-        shapes: tuple[tuple[int, ...], ...] = ((1024, 1024),)) -> OpRecord:
-    return OpRecord(f"aten.{category}.default", category, "forward", "", "bfloat16", flops,
-                    nbytes, 0, kernels=kernels, output_shapes=shapes)
+from roofline.tracing.records import Trace
 
 
 def test_every_category_has_words_in_the_explanation() -> None:
@@ -26,21 +21,21 @@ def test_every_category_has_words_in_the_explanation() -> None:
 
 
 def test_a_trace_without_flops_is_explained_without_a_flops_ratio() -> None:
-    copy = _op("copy", 0, 10**9)
+    copy = make_op("copy", 0, 10**9)
     text = roofline.explain(roofline.what_if(Trace([copy]), "a100"))
     assert "the step has no FLOPs" in text and "nan" not in text
     h100 = roofline.get_device("h100")
     no_rates = h100.with_overrides(name="no rates", vector_flops_per_s={}, matrix_flops_per_s={},
                                    matrix_sparse_flops_per_s={})
     with pytest.warns(RooflineWarning):
-        text = roofline.explain(roofline.compare(Trace([_op("pointwise", 10**9, 10**6)]),
+        text = roofline.explain(roofline.compare(Trace([make_op("pointwise", 10**9, 10**6)]),
                                                  no_rates, "h100"))
     assert "no rates lists no compute rate for the step's FLOPs" in text
 
 
 @pytest.mark.parametrize("wrong", ["trace", "analysis"])
 def test_explain_of_something_not_a_prediction_says_what_it_takes(wrong: str) -> None:
-    t = Trace([_op("matmul", 10**12, 10**6)])
+    t = Trace([make_op("matmul", 10**12, 10**6)])
     thing = t if wrong == "trace" else roofline.analyze(t, "a100")
     with pytest.raises(TypeError, match="what_if"):
         roofline.explain(thing)  # type: ignore[arg-type]

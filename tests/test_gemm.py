@@ -3,10 +3,6 @@ zero-size GEMMs (issue 13, item 5) and depthwise convolutions on the vector unit
 
 The fill is counted by hand in 128 x 128 output tiles and split-K chunks of 1024 over the
 H100 SXM's 132 SMs.
-
-``_op`` builds an op with an output of (1024, 1024) and its bytes read; ``_op_4096``
-one with a (4096, 4096) output, as the GEMM fill model sees it; ``_split_op`` one with its
-bytes split between read and written.
 """
 
 from __future__ import annotations
@@ -14,32 +10,20 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from conftest import make_op, make_op_4096
 
 import roofline
 from roofline.tracing import OpRecord, Trace
 
 
-def _op(category: str, flops: int, nbytes: int, kernels: int = 1,
-        shapes: tuple[tuple[int, ...], ...] = ((1024, 1024),)) -> OpRecord:
-    return OpRecord(f"aten.{category}.default", category, "forward", "", "bfloat16", flops,
-                    nbytes, 0, kernels=kernels, output_shapes=shapes)
-
-
-def _op_4096(category: str, flops: int, nbytes: int, dtype: str = "bfloat16",
-             out: tuple[int, ...] = (4096, 4096)) -> OpRecord:
-    return OpRecord(name=f"aten.{category}.default", category=category, phase="forward",
-                    module="", dtype=dtype, flops=flops, bytes_read=nbytes, bytes_written=0,
-                    output_shapes=(out,))
-
-
 def test_small_matmul_cannot_fill_the_chip() -> None:
     h100 = roofline.get_device("h100")
-    small = _op_4096("matmul", 2 * 128 * 128 * 512, 10, out=(128, 128))  # one tile, short K
+    small = make_op_4096("matmul", 2 * 128 * 128 * 512, 10, out=(128, 128))  # one tile, short K
     # the tiles model (gemm_shapes=False; the fitted model's efficiency holds tile losses)
     a = roofline.analyze(Trace([small]), h100, overhead=False, gemm_shapes=False)
     assert a.fill[0] == pytest.approx(1 / h100.compute_units)
     # a long reduction is split (split-K): 64 chunks of 1024
-    long_k = _op_4096("matmul", 2 * 128 * 128 * 65536, 10, out=(128, 128))
+    long_k = make_op_4096("matmul", 2 * 128 * 128 * 65536, 10, out=(128, 128))
     assert roofline.analyze(Trace([long_k]), h100, gemm_shapes=False).fill[0] == \
         pytest.approx(64 / 132)
 
@@ -47,7 +31,7 @@ def test_small_matmul_cannot_fill_the_chip() -> None:
 def test_skinny_matmul_is_memory_bound() -> None:
     # decode-like (8 x 4096) @ (4096 x 4096) in bf16: the weights dominate the bytes
     m, k, n = 8, 4096, 4096
-    op = _op_4096("matmul", 2 * m * k * n, 2 * (m * k + k * n + m * n), out=(m, n))
+    op = make_op_4096("matmul", 2 * m * k * n, 2 * (m * k + k * n + m * n), out=(m, n))
     a = roofline.analyze(Trace([op]), "h100", overhead=False, gemm_shapes=False)
     # ceil(8/128) x ceil(4096/128) = 32 tiles x 4 split-K chunks = 128 of 132 units
     assert a.fill[0] == pytest.approx(128 / 132)
@@ -60,7 +44,7 @@ def test_skinny_matmul_is_memory_bound() -> None:
 # issue 13, item 5
 def test_empty_gemm_costs_no_compute_time() -> None:
     # (0 x 1024) @ (1024 x 1024): no output tiles, no FLOPs, no compute time
-    empty = _op("matmul", 0, 4 * 1024 * 1024, shapes=((0, 1024),))
+    empty = make_op("matmul", 0, 4 * 1024 * 1024, shapes=((0, 1024),))
     a = roofline.analyze(Trace([empty]), "a100", overhead=False, peaks="datasheet")
     assert a.compute_seconds[0] == 0.0
     assert a.memory_seconds[0] == pytest.approx(4 * 1024 * 1024 / 2.039e12)  # A100 SXM 80GB

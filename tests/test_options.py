@@ -7,21 +7,16 @@ from __future__ import annotations
 import math
 
 import pytest
+from conftest import make_op
 
 import roofline
-from roofline.tracing import OpRecord, Trace
-
-
-def _op(category: str, flops: int, nbytes: int, kernels: int = 1,
-        shapes: tuple[tuple[int, ...], ...] = ((1024, 1024),)) -> OpRecord:
-    return OpRecord(f"aten.{category}.default", category, "forward", "", "bfloat16", flops,
-                    nbytes, 0, kernels=kernels, output_shapes=shapes)
+from roofline.tracing import Trace
 
 
 # issue 13, item 5
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -1.0, "1"])
 def test_host_seconds_must_be_finite(bad: object) -> None:
-    t = Trace([_op("pointwise", 10, 10)])
+    t = Trace([make_op("pointwise", 10, 10)])
     with pytest.raises(ValueError, match="host_seconds"):
         roofline.analyze(t, "a100", host_seconds=bad)
 
@@ -29,12 +24,12 @@ def test_host_seconds_must_be_finite(bad: object) -> None:
 @pytest.mark.parametrize("bad", [math.nan, 1.0, -0.1])
 def test_host_fraction_must_be_in_range(bad: float) -> None:
     with pytest.raises(ValueError, match="host_fraction"):
-        roofline.analyze(Trace([_op("pointwise", 10, 10)]), "a100", host_fraction=bad)
+        roofline.analyze(Trace([make_op("pointwise", 10, 10)]), "a100", host_fraction=bad)
 
 
 def test_efficiency_nan_is_refused() -> None:
     with pytest.raises(ValueError, match="efficiency"):
-        roofline.analyze(Trace([_op("pointwise", 10, 10)]), "a100", efficiency=math.nan)
+        roofline.analyze(Trace([make_op("pointwise", 10, 10)]), "a100", efficiency=math.nan)
 
 
 @pytest.mark.parametrize(("name", "bad"), [("tf32_matmul", "no"), ("tf32_conv", 0),
@@ -42,7 +37,7 @@ def test_efficiency_nan_is_refused() -> None:
                                            ("efficiency", True)])
 def test_option_values_of_the_wrong_type_are_refused(name: str, bad: object) -> None:
     with pytest.raises(ValueError, match=name):
-        roofline.analyze(Trace([_op("matmul", 10**12, 10**6)]), "a100", **{name: bad})
+        roofline.analyze(Trace([make_op("matmul", 10**12, 10**6)]), "a100", **{name: bad})
 
 
 # issue 15

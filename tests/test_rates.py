@@ -5,40 +5,20 @@ FLOPs a device lists no rate for (issue 13, item 12).
 Expected times are derived by hand from datasheet peaks (A100: 19.5 TFLOP/s fp32, 156
 TF32, 312 bf16; RTX 4090: 165.2 TFLOP/s fp16, 330.3 with fp16 accumulation; V100: 125
 fp16; H100 SXM: 989.4 bf16).
-
-``_op`` builds an op with an output of (1024, 1024) and its bytes read; ``_op_4096``
-one with a (4096, 4096) output, as the GEMM fill model sees it; ``_split_op`` one with its
-bytes split between read and written.
 """
 
 from __future__ import annotations
 
 import pytest
+from conftest import CLASSIC, make_op, make_op_4096
 
 import roofline
 from roofline import RooflineWarning
-from roofline.tracing import OpRecord, Trace
-
-
-def _op(category: str, flops: int, nbytes: int, kernels: int = 1,
-        shapes: tuple[tuple[int, ...], ...] = ((1024, 1024),)) -> OpRecord:
-    return OpRecord(f"aten.{category}.default", category, "forward", "", "bfloat16", flops,
-                    nbytes, 0, kernels=kernels, output_shapes=shapes)
-
-
-def _op_4096(category: str, flops: int, nbytes: int, dtype: str = "bfloat16",
-             out: tuple[int, ...] = (4096, 4096)) -> OpRecord:
-    return OpRecord(name=f"aten.{category}.default", category=category, phase="forward",
-                    module="", dtype=dtype, flops=flops, bytes_read=nbytes, bytes_written=0,
-                    output_shapes=(out,))
-
-
-#: The classic roofline on datasheet peaks: the time of an op is the max of its roofs.
-CLASSIC = {"peaks": "datasheet", "overhead_model": "max"}
+from roofline.tracing import Trace
 
 
 def test_fp32_matmul_uses_tf32_only_when_asked() -> None:
-    op = _op_4096("matmul", 2 * 8192**3, 3 * 8192**2 * 4, dtype="float32")
+    op = make_op_4096("matmul", 2 * 8192**3, 3 * 8192**2 * 4, dtype="float32")
     a100 = roofline.get_device("a100")
     plain = roofline.analyze(Trace([op]), a100, **CLASSIC)
     tf32 = roofline.analyze(Trace([op]), a100, tf32_matmul=True, **CLASSIC)
@@ -54,9 +34,10 @@ def test_fp32_matmul_uses_tf32_only_when_asked() -> None:
 
 
 def test_fp16_accumulate_uses_the_geforce_rate_only_when_asked() -> None:
-    op = _op_4096("matmul", 2 * 8192**3, 3 * 8192**2 * 2, dtype="float16")
-    bf16 = _op_4096("matmul", 2 * 8192**3, 3 * 8192**2 * 2, dtype="bfloat16")
-    conv = _op_4096("conv", 2 * 8192**3, 3 * 8192**2 * 2, dtype="float16")  # cuDNN: fp32 accumulate
+    op = make_op_4096("matmul", 2 * 8192**3, 3 * 8192**2 * 2, dtype="float16")
+    bf16 = make_op_4096("matmul", 2 * 8192**3, 3 * 8192**2 * 2, dtype="bfloat16")
+    # cuDNN: fp32 accumulate
+    conv = make_op_4096("conv", 2 * 8192**3, 3 * 8192**2 * 2, dtype="float16")
     t = Trace([op, bf16, conv])
     plain = roofline.analyze(t, "RTX 4090", overhead=False, peaks="datasheet")
     fast = roofline.analyze(t, "RTX 4090", overhead=False, fp16_accumulate=True,
@@ -72,7 +53,7 @@ def test_fp16_accumulate_uses_the_geforce_rate_only_when_asked() -> None:
 
 
 def test_fallback_for_a_dtype_without_matrix_units_is_reported() -> None:
-    op = _op_4096("matmul", 10**12, 10**6, dtype="float8_e4m3fn")
+    op = make_op_4096("matmul", 10**12, 10**6, dtype="float8_e4m3fn")
     a = roofline.analyze(Trace([op]), "v100", **CLASSIC)
     assert any("fp8" in note for note in a.assumptions)
     assert a.op_seconds[0] == pytest.approx(10**12 / 125e12)
@@ -82,7 +63,7 @@ def test_fallback_for_a_dtype_without_matrix_units_is_reported() -> None:
 def test_a_device_without_a_vector_rate_says_which_flops_it_did_not_cost() -> None:
     h100 = roofline.get_device("h100")
     no_vector = h100.with_overrides(name="matrix only", vector_flops_per_s={})
-    t = Trace([_op("pointwise", 10**9, 10**6), _op("matmul", 10**12, 10**6)])
+    t = Trace([make_op("pointwise", 10**9, 10**6), make_op("matmul", 10**12, 10**6)])
     with pytest.warns(RooflineWarning, match="no compute rate for bfloat16"):
         a = roofline.analyze(t, no_vector, overhead=False, peaks="datasheet")
     assert a.compute_seconds[0] == 0 and a.engine[0] is None

@@ -5,10 +5,6 @@ Expected times are derived by hand from datasheet peaks (H100 SXM: 989.4 TFLOP/s
 bf16, 3.35 TB/s; A100 SXM 80GB: 2.039 TB/s) and the formulas in the docstrings: the classic
 roofline (the max of the roofs), then the additive overhead T = a + max(compute, memory)
 (issue 15). Issue 13 (items 5, 12, 13): zero-size ops, every shipped device, wrong types.
-
-``_op`` builds an op with an output of (1024, 1024) and its bytes read; ``_op_4096``
-one with a (4096, 4096) output, as the GEMM fill model sees it; ``_split_op`` one with its
-bytes split between read and written.
 """
 
 from __future__ import annotations
@@ -19,6 +15,15 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from conftest import (
+    CLASSIC,
+    DATASHEET,
+    H100_BANDWIDTH,
+    H100_BF16,
+    make_op,
+    make_op_4096,
+    make_split_op,
+)
 from torch import nn
 
 import roofline
@@ -27,45 +32,13 @@ from roofline.hardware.curves import MemoryPoint
 from roofline.tracing import OpRecord, Trace
 from roofline.zoo import get_model
 
-
-def _op(category: str, flops: int, nbytes: int, kernels: int = 1,
-        shapes: tuple[tuple[int, ...], ...] = ((1024, 1024),)) -> OpRecord:
-    return OpRecord(f"aten.{category}.default", category, "forward", "", "bfloat16", flops,
-                    nbytes, 0, kernels=kernels, output_shapes=shapes)
-
-
-def _op_4096(category: str, flops: int, nbytes: int, dtype: str = "bfloat16",
-             out: tuple[int, ...] = (4096, 4096)) -> OpRecord:
-    return OpRecord(name=f"aten.{category}.default", category=category, phase="forward",
-                    module="", dtype=dtype, flops=flops, bytes_read=nbytes, bytes_written=0,
-                    output_shapes=(out,))
-
-
-def _split_op(category: str, flops: int, nbytes: int, dtype: str = "bfloat16",
-              kernels: int = 1) -> OpRecord:
-    return OpRecord(name=f"aten.{category}.default", category=category, phase="forward",
-                    module="", dtype=dtype, flops=flops, bytes_read=nbytes // 2,
-                    bytes_written=nbytes - nbytes // 2, kernels=kernels,
-                    output_shapes=((8192, 8192),))
-
-
-#: The classic roofline on datasheet peaks: the time of an op is the max of its roofs.
-CLASSIC = {"peaks": "datasheet", "overhead_model": "max"}
-
-
-H100_BF16, H100_BANDWIDTH = 989.4e12, 3.35e12  # H100 SXM datasheet (registry sources)
-
-
-DATASHEET = {"peaks": "datasheet"}
-
-
 # --- the roofs ----------------------------------------------------------------------------
 
 def test_single_ops_follow_the_datasheet_roofs() -> None:
     h100 = roofline.get_device("h100")
-    big_mm = _op_4096("matmul", 2 * 8192**3, 3 * 8192**2 * 2)
-    add = _op_4096("pointwise", 10**8, 3 * 10**8 * 2)
-    tiny = _op_4096("pointwise", 10, 30)
+    big_mm = make_op_4096("matmul", 2 * 8192**3, 3 * 8192**2 * 2)
+    add = make_op_4096("pointwise", 10**8, 3 * 10**8 * 2)
+    tiny = make_op_4096("pointwise", 10, 30)
     a = roofline.analyze(Trace([big_mm, add, tiny]), h100, **CLASSIC)
     assert a.bound == ["compute", "memory", "overhead"]
     assert a.op_seconds[0] == pytest.approx(big_mm.flops / 989.4e12)
@@ -82,7 +55,7 @@ def test_ridge_point_is_where_the_time_model_switches_bound() -> None:
     curve = [MemoryPoint(bytes=2**k, bytes_per_s=bw) for k, bw in
              ((10, 1e10), (20, 5e11), (30, 3e12))]
     calibrated = h100.with_overrides(memory_curve=curve)
-    ops = [_op("matmul", f, b) for f in (10**6, 10**9, 10**12) for b in (2**12, 2**22, 2**28)]
+    ops = [make_op("matmul", f, b) for f in (10**6, 10**9, 10**12) for b in (2**12, 2**22, 2**28)]
     for spec in (h100, calibrated):
         a = roofline.analyze(Trace(ops), spec, overhead=False)
         for i, bound in enumerate(a.bound):
@@ -95,7 +68,7 @@ def test_ridge_point_is_where_the_time_model_switches_bound() -> None:
 
 
 def test_seconds_with_scales_named_roofs() -> None:
-    t = Trace([_op("matmul", 10**12, 10**6), _op("pointwise", 10**3, 10**10)])
+    t = Trace([make_op("matmul", 10**12, 10**6), make_op("pointwise", 10**3, 10**10)])
     a = roofline.analyze(t, "h100", overhead=False, peaks="datasheet")
     compute, memory = 10**12 / 989.4e12, 10**10 / 3.35e12  # H100 SXM datasheet
     assert a.seconds == pytest.approx(compute + memory)
@@ -106,14 +79,14 @@ def test_seconds_with_scales_named_roofs() -> None:
 
 
 def test_seconds_with_refuses_a_bool_factor() -> None:
-    a = roofline.analyze(Trace([_op("matmul", 10**12, 10**6)]), "a100")
+    a = roofline.analyze(Trace([make_op("matmul", 10**12, 10**6)]), "a100")
     with pytest.raises(ValueError, match="compute factor"):
         a.seconds_with(compute=True)
 
 
 def test_ops_that_take_no_time_have_no_bound() -> None:
     view = OpRecord("aten.t.default", "view", "forward", "", "float32", 0, 0, 0, kernels=0)
-    mm = _op("matmul", 2 * 64**3, 3 * 64 * 64 * 2)
+    mm = make_op("matmul", 2 * 64**3, 3 * 64 * 64 * 2)
     c = roofline.compare(Trace([view, mm]), "a100", "h100")
     assert c.src.bound[0] == "none"
     assert "none" not in c.src.by_bound()
@@ -136,8 +109,8 @@ def test_overhead_adds_to_the_slower_of_compute_and_memory() -> None:
     (10e6 / 3.35e12 = 3.0 us) plus the launch constant, not the max of the two."""
     h100 = roofline.get_device("h100")
     a_s = h100.launch_overhead_seconds
-    copy = _split_op("pointwise", 0, 10_000_000)
-    big = _split_op("matmul", 2 * 8192**3, 3 * 8192**2 * 2)
+    copy = make_split_op("pointwise", 0, 10_000_000)
+    big = make_split_op("matmul", 2 * 8192**3, 3 * 8192**2 * 2)
     add = roofline.analyze(Trace([copy, big]), h100, **DATASHEET)
     classic = roofline.analyze(Trace([copy, big]), h100, **DATASHEET, overhead_model="max")
     transfer = 10_000_000 / H100_BANDWIDTH
@@ -152,7 +125,7 @@ def test_overhead_adds_to_the_slower_of_compute_and_memory() -> None:
 
 
 def test_overhead_bound_op_is_the_one_whose_overhead_exceeds_both_roofs() -> None:
-    tiny = _split_op("pointwise", 10, 30)
+    tiny = make_split_op("pointwise", 10, 30)
     a = roofline.analyze(Trace([tiny]), "h100", **DATASHEET)
     assert a.bound == ["overhead"]
     assert a.by_bound()["overhead"]["fraction"] == pytest.approx(1.0)
