@@ -12,6 +12,8 @@ on ``sys.path``):
   one op of a name in it (the formula tests assert warnings explicitly);
 * ``small_mlp``, ``sum_loss`` and ``optimizer_flops``: the five-layer MLP of the parallel and
   sharded-memory tests, its loss, and the FLOPs of a trace's optimizer phase;
+  ``adamw_trace``/``adamw_report`` (its AdamW step), ``mlp_build`` and ``small_device``
+  (a ``max_batch`` build and a device it fills quickly);
 * ``timed_mlp``: the model and batch the measurement tests time;
 * ``assert_refused_by_name``: a bad argument is refused naming it (issue 22, item 10).
 """
@@ -149,6 +151,37 @@ def sum_loss(out: torch.Tensor) -> torch.Tensor:
 def optimizer_flops(t: Trace) -> int:
     """FLOPs of the trace's optimizer phase."""
     return sum(op.flops for op in t.ops if op.phase == "optimizer")
+
+
+@functools.cache
+def adamw_trace() -> Trace:
+    """``small_mlp``'s fake AdamW training step at batch 8 (traced once per session)."""
+    model = small_mlp()
+    return roofline.trace(model, torch.randn(8, 64), train=True, loss_fn=sum_loss, fake=True,
+                          optimizer=torch.optim.AdamW(model.parameters()))
+
+
+@functools.cache
+def adamw_report() -> roofline.MemoryReport:
+    return roofline.memory(adamw_trace())
+
+
+@functools.cache
+def _model_for_build() -> nn.Module:
+    return small_mlp()
+
+
+def mlp_build(batch: int) -> Trace:
+    """``small_mlp``'s fake inference step at ``batch`` (a ``max_batch`` build)."""
+    return roofline.trace(_model_for_build(), torch.randn(batch, 64), fake=True)
+
+
+@functools.cache
+def small_device() -> roofline.DeviceSpec:
+    """A device holding ``mlp_build``'s parameters and some 120 samples: a short search."""
+    need = roofline.memory(mlp_build(1)).peak_bytes
+    return roofline.get_device("h100").model_copy(update={
+        "memory_bytes": need * 3, "vendor": "Other", "name": "small test device"})
 
 
 def timed_mlp() -> tuple[nn.Module, torch.Tensor]:

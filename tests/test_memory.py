@@ -30,7 +30,14 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import assert_refused_by_name, small_mlp, sum_loss
+from conftest import (
+    adamw_report,
+    adamw_trace,
+    assert_refused_by_name,
+    mlp_build,
+    small_device,
+    small_mlp,
+)
 from torch import nn
 
 import roofline
@@ -754,37 +761,8 @@ NAN, INF = float("nan"), float("inf")
 
 
 @functools.cache
-def _adamw_trace() -> roofline.Trace:
-    model = small_mlp()
-    return roofline.trace(model, torch.randn(8, 64), train=True, loss_fn=sum_loss, fake=True,
-                          optimizer=torch.optim.AdamW(model.parameters()))
-
-
-@functools.cache
-def _adamw_report() -> roofline.MemoryReport:
-    return roofline.memory(_adamw_trace())
-
-
-@functools.cache
 def _adamw_analysis() -> roofline.Analysis:
-    return roofline.analyze(_adamw_trace(), "h100")
-
-
-@functools.cache
-def _model_for_build() -> nn.Module:
-    return small_mlp()
-
-
-def _build(batch: int) -> roofline.Trace:
-    return roofline.trace(_model_for_build(), torch.randn(batch, 64), fake=True)
-
-
-@functools.cache
-def _small() -> roofline.DeviceSpec:
-    """A device holding the parameters and some 120 samples: a short search."""
-    need = roofline.memory(_build(1)).peak_bytes
-    return roofline.get_device("h100").model_copy(update={
-        "memory_bytes": need * 3, "vendor": "Other", "name": "small test device"})
+    return roofline.analyze(adamw_trace(), "h100")
 
 
 def _one_gb() -> roofline.DeviceSpec:
@@ -798,46 +776,48 @@ BAD_ARGUMENTS: list[tuple[str, Callable[[], Any], str, bool]] = [
     ("memory-trace-None", lambda: roofline.memory(None), "trace", False),
     ("memory-trace-str", lambda: roofline.memory("x"), "trace", False),
     ("memory-trace-Analysis", lambda: roofline.memory(_adamw_analysis()), "trace", False),
-    ("memory-trace-MemoryReport", lambda: roofline.memory(_adamw_report()), "trace", False),
-    ("memory-depth--1", lambda: roofline.memory(_adamw_trace(), depth=-1), "depth", False),
-    ("memory-depth-nan", lambda: roofline.memory(_adamw_trace(), depth=NAN), "depth", False),
-    ("memory-depth-inf", lambda: roofline.memory(_adamw_trace(), depth=INF), "depth", False),
-    ("memory-depth-str", lambda: roofline.memory(_adamw_trace(), depth="2"), "depth", False),
-    ("memory-depth-2.5", lambda: roofline.memory(_adamw_trace(), depth=2.5), "depth", False),
+    ("memory-trace-MemoryReport", lambda: roofline.memory(adamw_report()), "trace", False),
+    ("memory-depth--1", lambda: roofline.memory(adamw_trace(), depth=-1), "depth", False),
+    ("memory-depth-nan", lambda: roofline.memory(adamw_trace(), depth=NAN), "depth", False),
+    ("memory-depth-inf", lambda: roofline.memory(adamw_trace(), depth=INF), "depth", False),
+    ("memory-depth-str", lambda: roofline.memory(adamw_trace(), depth="2"), "depth", False),
+    ("memory-depth-2.5", lambda: roofline.memory(adamw_trace(), depth=2.5), "depth", False),
     # roofline.fits
     ("fits-trace-Analysis", lambda: roofline.fits(_adamw_analysis(), "h100"), "trace", False),
     ("fits-trace-None", lambda: roofline.fits(None, "h100"), "trace", False),
     ("fits-trace-str", lambda: roofline.fits("x", "h100"), "trace", False),
-    *[(f"fits-{arg}-{label}", (lambda arg=arg, v=v: roofline.fits(_adamw_report(), "h100",
+    *[(f"fits-{arg}-{label}", (lambda arg=arg, v=v: roofline.fits(adamw_report(), "h100",
                                                                    **{arg: v})), arg, False)
       for arg in ("context_bytes", "workspace_bytes")
       for label, v in [("-1", -1), ("-1e12", -10**12), ("nan", NAN), ("inf", INF),
                        ("-inf", -INF), ("str", "1"), ("True", True), ("1.5", 1.5)]],
     ("fits-context_bytes-not-NVIDIA",
-     lambda: roofline.fits(_adamw_report(), "mi300x", context_bytes=10**12), "context_bytes",
+     lambda: roofline.fits(adamw_report(), "mi300x", context_bytes=10**12), "context_bytes",
      True),
     # roofline.max_batch / compare_at_max_batch
-    ("max_batch-tolerance-nan", lambda: roofline.max_batch(_build, _small(), tolerance=NAN),
-     "tolerance", False),
-    ("max_batch-tolerance--1", lambda: roofline.max_batch(_build, _small(), tolerance=-1),
-     "tolerance", False),
-    ("max_batch-tolerance-str", lambda: roofline.max_batch(_build, _small(), tolerance="0.05"),
-     "tolerance", False),
-    *[(f"max_batch-limit-{label}", (lambda v=v: roofline.max_batch(_build, _small(), limit=v)),
-       "limit", False)
+    ("max_batch-tolerance-nan",
+     lambda: roofline.max_batch(mlp_build, small_device(), tolerance=NAN), "tolerance", False),
+    ("max_batch-tolerance--1",
+     lambda: roofline.max_batch(mlp_build, small_device(), tolerance=-1), "tolerance", False),
+    ("max_batch-tolerance-str",
+     lambda: roofline.max_batch(mlp_build, small_device(), tolerance="0.05"), "tolerance",
+     False),
+    *[(f"max_batch-limit-{label}",
+       (lambda v=v: roofline.max_batch(mlp_build, small_device(), limit=v)), "limit", False)
       for label, v in [("inf", INF), ("2.5", 2.5), ("str", "100")]],
-    ("max_batch-fit_batches-3", lambda: roofline.max_batch(_build, _small(),
+    ("max_batch-fit_batches-3", lambda: roofline.max_batch(mlp_build, small_device(),
                                                            fit_batches=(1, 2, 3)),
      "fit_batches", False),
-    ("max_batch-fit_batches-bool", lambda: roofline.max_batch(_build, _small(),
+    ("max_batch-fit_batches-bool", lambda: roofline.max_batch(mlp_build, small_device(),
                                                               fit_batches=(True, 2)),
      "fit_batches", False),
     *[(f"max_batch-context_bytes-{label}",
-       (lambda v=v: roofline.max_batch(_build, _one_gb(), context_bytes=v)),
+       (lambda v=v: roofline.max_batch(mlp_build, _one_gb(), context_bytes=v)),
        "context_bytes", False)
       for label, v in [("-1", -1), ("nan", NAN), ("inf", INF), ("-inf", -INF)]],
     ("compare_at_max_batch-tolerance-nan",
-     lambda: roofline.compare_at_max_batch(_build, _small(), _small(), tolerance=NAN),
+     lambda: roofline.compare_at_max_batch(mlp_build, small_device(), small_device(),
+                                           tolerance=NAN),
      "tolerance", False),
 ]
 

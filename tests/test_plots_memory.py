@@ -18,7 +18,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
-from conftest import assert_refused_by_name, small_mlp, sum_loss
+from conftest import (
+    adamw_report,
+    assert_refused_by_name,
+    mlp_build,
+    small_device,
+)
 from torch import nn
 
 import roofline
@@ -211,42 +216,13 @@ def test_no_figure_is_left_open_after_an_error(step: Trace, batch_result: roofli
 # --------------------------------------- bad arguments, refused by name (issue 22, item 10)
 
 @functools.cache
-def _adamw_trace() -> roofline.Trace:
-    model = small_mlp()
-    return roofline.trace(model, torch.randn(8, 64), train=True, loss_fn=sum_loss, fake=True,
-                          optimizer=torch.optim.AdamW(model.parameters()))
-
-
-@functools.cache
-def _adamw_report() -> roofline.MemoryReport:
-    return roofline.memory(_adamw_trace())
-
-
-@functools.cache
-def _model_for_build() -> nn.Module:
-    return small_mlp()
-
-
-def _mlp_build(batch: int) -> roofline.Trace:
-    return roofline.trace(_model_for_build(), torch.randn(batch, 64), fake=True)
-
-
-@functools.cache
-def _small() -> roofline.DeviceSpec:
-    """A device holding the parameters and some 120 samples: a short search."""
-    need = roofline.memory(_mlp_build(1)).peak_bytes
-    return roofline.get_device("h100").model_copy(update={
-        "memory_bytes": need * 3, "vendor": "Other", "name": "small test device"})
-
-
-@functools.cache
 def _mlp_max_batch() -> roofline.MaxBatch:
-    return roofline.max_batch(_mlp_build, _small())
+    return roofline.max_batch(mlp_build, small_device())
 
 
 # (id, call, the argument the error must name, may a warning do instead)
 BAD_ARGUMENTS: list[tuple[str, Callable[[], Any], str, bool]] = [
-    ("plot.memory_timeline-ax", lambda: roofline.plot.memory_timeline(_adamw_report(), ax="x"),
+    ("plot.memory_timeline-ax", lambda: roofline.plot.memory_timeline(adamw_report(), ax="x"),
      "ax", False),
     ("plot.batch_curve-ax", lambda: roofline.plot.batch_curve(_mlp_max_batch(), ax="x"), "ax",
      False),
