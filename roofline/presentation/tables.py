@@ -105,9 +105,7 @@ def answer(a: Analysis, *, compared: Comparison | None = None,
 def compile_lines(fusion: Comparison, eager_asked: Comparison | None = None) -> str:
     """What ``torch.compile`` buys (``compare(eager, compiled, device)``), and the what-if
     asked of the eager step, for the answer of a compiled trace."""
-    saved = fusion.fusion or {}
-    before = sum(b for b, _ in saved.values())
-    after = sum(a for _, a in saved.values())
+    before, after = fusion.src.trace.total_bytes, fusion.dst.trace.total_bytes
     line = (f"torch.compile: {fusion.speedup:.2f}x over eager on {fusion.dst.device.name} "
             f"({seconds(fusion.src.seconds)} -> {seconds(fusion.dst.seconds)}); fusion "
             f"removes {si(before - after, 'B')} of the {si(before, 'B')} moved")

@@ -45,7 +45,7 @@ _SKIPPED_NAMESPACES = {"prim", "profiler"}
 _DTENSOR_MODULE = "torch.distributed.tensor"
 
 
-class _Schema:
+class Schema:
     """What the capture reads from an op's schema, once per overload.
 
     Which arguments the op writes (in-place: read + write; ``out=``: write only), the
@@ -216,7 +216,7 @@ class _Recorder(TorchDispatchMode):
         self.in_optimizer = 0
         self.after_backward = False  # a backward ran since the last optimizer step
         self._graph_task = -1  # the autograd graph task of the last backward op
-        self._schemas: dict[Any, _Schema] = {}
+        self._schemas: dict[Any, Schema] = {}
         self._info: dict[Any, OpInfo | None] = {}
         self._composite: dict[Any, bool] = {}
         self._storage_ids: dict[int, int] = {}
@@ -258,7 +258,7 @@ class _Recorder(TorchDispatchMode):
             return NotImplemented
         if func not in self._info:
             self._info[func] = lookup(func)
-            self._schemas[func] = _Schema(func)
+            self._schemas[func] = Schema(func)
         if self._decomposable(func):
             # under inference_mode composite ops (linear, matmul, reshape...) reach the mode
             # whole: count their ATen decomposition, as autograd would have run it

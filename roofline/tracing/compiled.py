@@ -39,10 +39,8 @@ from roofline.tracing.run import (
     check_closure,
     check_grad_mode,
     leading_dim,
-    loss_of,
     model_name,
-    training_mode,
-    uses_carried_loss,
+    run_step,
 )
 
 #: ``torch.compile`` modes a compiled trace takes: the fusion is the same; reduce-overhead
@@ -144,41 +142,30 @@ def _check_mode(mode: str) -> None:
 def _run(compiled: Any, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *,
          train: bool, loss_fn: Callable[[Any], torch.Tensor] | None,
          optimizer: torch.optim.Optimizer | None, name: str, hooks: bool = True) -> str:
-    """One step of the compiled callable: forward, loss, backward, optimizer step (eager)."""
+    """One step of the compiled callable: forward, loss, backward, optimizer step (eager).
+
+    A regional step runs the model eagerly (its module hooks on): only its blocks' calls are
+    compiled, each with the hooks off (:class:`_Regions`)."""
     from torch._inductor.exc import InductorError
 
-    with training_mode(fn, train):
-        try:
-            return _step(compiled, args, kwargs, train=train, loss_fn=loss_fn,
-                         optimizer=optimizer, hooks=hooks)
-        except torch._dynamo.exc.Unsupported as e:
-            raise CompileError(
-                f"torch.compile(fullgraph=True) found a graph break in {name}: "
-                f"{_first_line(e)}. Trace with fullgraph=False (the code between graphs is "
-                "recorded eagerly), or remove the break.") from e
-        except (torch._dynamo.exc.BackendCompilerFailed, InductorError) as e:
-            # a forward graph fails inside dynamo, a backward graph when backward runs
-            inner = getattr(e, "inner_exception", None) or e
-            raise CompileError(
-                f"inductor failed to compile {name} for a GPU on this machine: "
-                f"{_first_line(inner)}. Trace it without compile=True.") from e
+    def forward(*a: Any, **k: Any) -> Any:
+        with _module_hooks_off() if hooks else contextlib.nullcontext():
+            return compiled(*a, **k)
 
-
-def _step(compiled: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, train: bool,
-          loss_fn: Callable[[Any], torch.Tensor] | None,
-          optimizer: torch.optim.Optimizer | None, hooks: bool = True) -> str:
-    # a regional step runs the model eagerly (its module hooks on): only its blocks' calls
-    # are compiled, each with the hooks off (_Regions)
-    with _module_hooks_off() if hooks else contextlib.nullcontext():
-        out = compiled(*args, **kwargs)
-    if not train:
-        return ""
-    source = ("loss_fn" if loss_fn is not None else "output.loss"
-              if uses_carried_loss(out, loss_fn) else "output")
-    loss_of(out, loss_fn).backward()
-    if optimizer is not None:
-        optimizer.step()
-    return source
+    try:
+        return run_step(fn, args, kwargs, train=train, loss_fn=loss_fn, optimizer=optimizer,
+                        forward=forward)
+    except torch._dynamo.exc.Unsupported as e:
+        raise CompileError(
+            f"torch.compile(fullgraph=True) found a graph break in {name}: "
+            f"{_first_line(e)}. Trace with fullgraph=False (the code between graphs is "
+            "recorded eagerly), or remove the break.") from e
+    except (torch._dynamo.exc.BackendCompilerFailed, InductorError) as e:
+        # a forward graph fails inside dynamo, a backward graph when backward runs
+        inner = getattr(e, "inner_exception", None) or e
+        raise CompileError(
+            f"inductor failed to compile {name} for a GPU on this machine: "
+            f"{_first_line(inner)}. Trace it without compile=True.") from e
 
 
 _GLOBAL_HOOKS = ("_global_forward_pre_hooks", "_global_forward_hooks",

@@ -35,6 +35,7 @@ import torch.fx
 from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils._pytree import tree_leaves, tree_map
 
+from roofline.tracing.capture import Schema
 from roofline.tracing.fake import unwatched
 from roofline.tracing.formulas import register_inductor_prims
 from roofline.tracing.gpu_target import H100_PROPERTIES, cuda_guard, fake_cuda_device
@@ -304,32 +305,37 @@ def _values(x: Any) -> list[torch.Tensor]:
     return [v for v in tree_leaves(x) if isinstance(v, torch.Tensor)]
 
 
-def _flops(node: torch.fx.Node) -> int | None:
-    """FLOPs of one post-grad node by roofline's formulas, fed the node's fake values as
-    the eager capture feeds a call's arguments (None: no formula)."""
-    info = lookup(node.target)
-    if info is None:
-        return None
+@functools.cache
+def _schema(target: Any) -> Schema:
+    return Schema(target)
 
+
+def _call(node: torch.fx.Node) -> tuple[tuple[Any, ...], dict[str, Any], Any]:
+    """A post-grad node as the call the eager capture sees: its fake values as arguments."""
     def value(a: Any) -> Any:
         return a.meta.get("val") if isinstance(a, torch.fx.Node) else a
 
-    args, kwargs = tree_map(value, (node.args, node.kwargs))
-    schema = node.target._schema.arguments  # type: ignore[union-attr]
-    bound = {a.name: a.default_value for a in schema if a.has_default_value()}
-    bound.update(zip((a.name for a in schema), args, strict=False))
-    bound.update(kwargs)
-    out = node.meta.get("val")
-    return info.count_flops(args, kwargs, bound, out, _values((args, kwargs, out)))
+    args, kwargs = tree_map(value, (tuple(node.args), dict(node.kwargs)))
+    return args, kwargs, node.meta.get("val")
+
+
+def _flops(node: torch.fx.Node) -> int | None:
+    """FLOPs of one post-grad node by roofline's formulas, fed as the eager capture feeds a
+    call (None: no formula)."""
+    info = lookup(node.target)
+    if info is None:
+        return None
+    args, kwargs, out = _call(node)
+    schema = _schema(node.target)
+    reads, writes = schema.touched(args, kwargs, out)
+    return info.count_flops(args, kwargs, schema.bind(args, kwargs), out, reads + writes)
 
 
 def _extern_shapes(node: torch.fx.Node) -> tuple[tuple[tuple[int, ...], ...],
                                                  tuple[tuple[int, ...], ...]]:
-    """Shapes of the tensors an extern kernel's op reads and writes (as the eager capture
-    records them: the GEMM model reads them)."""
-    reads = [v for a in (*node.args, *node.kwargs.values())
-             for v in _values(a.meta.get("val") if isinstance(a, torch.fx.Node) else a)]
-    writes = _values(node.meta.get("val"))
+    """Shapes of the tensors an extern kernel's op reads and writes, as the eager capture
+    records them (the GEMM model reads them)."""
+    reads, writes = _schema(node.target).touched(*_call(node))
     return (tuple(tuple(int(d) for d in t.shape) for t in reads),
             tuple(tuple(int(d) for d in t.shape) for t in writes))
 

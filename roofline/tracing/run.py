@@ -161,17 +161,20 @@ def training_mode(fn: Any, train: bool) -> Iterator[None]:
 
 def run_step(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], *,
              train: bool, loss_fn: Callable[[Any], torch.Tensor] | None,
-             optimizer: torch.optim.Optimizer | None) -> str:
+             optimizer: torch.optim.Optimizer | None,
+             forward: Callable[..., Any] | None = None) -> str:
     """One step: forward and, with ``train``, loss, backward and ``optimizer.step()``.
 
-    The module behind ``fn`` runs in ``train()`` mode with ``train``, else in ``eval()``.
-    Returns where the loss came from: ``"output"``, ``"loss_fn"``, ``"output.loss"``
-    (the output's own, e.g. a Hugging Face ``ModelOutput``), or ``""`` without ``train``.
+    The module behind ``fn`` runs in ``train()`` mode with ``train``, else in ``eval()``;
+    ``forward`` (default ``fn``) is what the step calls (a compiled step calls
+    ``torch.compile(fn)``). Returns where the loss came from: ``"output"``, ``"loss_fn"``,
+    ``"output.loss"`` (the output's own, e.g. a Hugging Face ``ModelOutput``), or ``""``
+    without ``train``.
     """
     check_grad_mode(train)
     check_closure(optimizer)
     with training_mode(fn, train):
-        out = fn(*args, **kwargs)
+        out = (forward or fn)(*args, **kwargs)
         if not train:
             return ""
         source = ("loss_fn" if loss_fn is not None else "output.loss"
