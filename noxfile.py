@@ -17,9 +17,11 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(python=["3.11"])
 def quick(session: nox.Session) -> None:
-    """The tests not marked slow (``-m "not slow"``, see pyproject.toml's markers)."""
+    """The tests not marked slow (``-m "not slow"``, see pyproject.toml's markers), on every
+    core (pytest-xdist, a file per worker so a module's cached traces are made once)."""
     session.install(*CONSTRAINTS, "-e", ".[test]")
-    session.run("python", "-m", "pytest", "-q", "-m", "not slow", *session.posargs)
+    session.run("python", "-m", "pytest", "-q", "-m", "not slow", "-n", "auto", "--dist",
+                "loadfile", *session.posargs)
 
 
 @nox.session

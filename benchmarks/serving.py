@@ -15,9 +15,11 @@ Three parts, each printing its rows and then the median and 90th-percentile erro
    ``roofline.serve`` on the zoo's Llama at batch 1. Q4_K_M rows are left out (no 4-bit
    kernels are modelled).
 3. ``trtllm``: TensorRT-LLM's static-batch tables (``benchmarks/data/published_serving.csv``:
-   v0.9.0, v0.6.1 and the H200 launch blog), one GPU (tensor-parallel rows are left out:
-   not modelled), output tokens/s per GPU and first-token latency at batch 1, FP8 rows as
-   FP8 weights, activations and KV cache (``weight_dtype``/``kv_dtype``).
+   v0.9.0, v0.6.1 and the H200 launch blog), output tokens/s per GPU and first-token latency
+   at batch 1, FP8 rows as FP8 weights, activations and KV cache
+   (``weight_dtype``/``kv_dtype``). Rows on 2-8 GPUs are traced with their
+   ``tensor_parallel`` size (the model split by transformers' own plan, the all-reduces
+   costed on NVLink) and their errors are reported apart from the one-GPU rows.
 
 Every serving prediction is made two ways, no constant tuned: ``eager`` (every ATen op of
 the PyTorch step a kernel, as the library predicts by default) and ``graphs`` (the same
@@ -161,7 +163,8 @@ def serving_trace(model: str, builder: Callable[[], torch.nn.Module], **kw: Any,
 def predict(st: roofline.ServingTrace, device: str, metric: str,
             **options: Any) -> dict[str, float]:
     """The metric on ``device`` for each variant, or NaN where the device has no rate for
-    the FLOPs of a compute-bound metric (Apple GPUs list fp32 only)."""
+    the FLOPs of a compute-bound metric (Apple GPUs list fp32 only). Tokens/s "per GPU"
+    divide the group's by its tensor-parallel size."""
     out = {}
     for variant, extra in VARIANTS.items():
         with quiet():
@@ -171,6 +174,8 @@ def predict(st: roofline.ServingTrace, device: str, metric: str,
             out[variant] = np.nan if unrated else s.ttft_seconds * 1e3
         elif "prompt" in metric:
             out[variant] = np.nan if unrated else s.prefill_tokens_per_s
+        elif "per GPU" in metric:
+            out[variant] = s.output_tokens_per_s / st.tensor_parallel
         else:
             out[variant] = s.output_tokens_per_s
     return out
@@ -291,10 +296,8 @@ def hf_model(model: str) -> torch.nn.Module:
 
 
 def trtllm(quick: bool) -> None:
-    """Part 3: TensorRT-LLM's static-batch tables, one GPU."""
+    """Part 3: TensorRT-LLM's static-batch tables, on one GPU and tensor-parallel."""
     df = pd.read_csv(DATA / "published_serving.csv")
-    left = df[df.tp > 1]
-    df = df[df.tp == 1]
     if quick:
         df = df[~df.model.str.contains("70B|13B")]
     rows = []
@@ -305,16 +308,20 @@ def trtllm(quick: bool) -> None:
                            prompt_tokens=r.input_len,
                            new_tokens=1 if ttft else r.output_len, batch=r.batch,
                            dtype="fp16", kv_dtype="fp8" if fp8 else None,
-                           weight_dtype="fp8" if fp8 else None)
+                           weight_dtype="fp8" if fp8 else None, tensor_parallel=int(str(r.tp)))
         with quiet():
             fits = roofline.fits(st.decode_step(st.batch), str(r.device)).fits
         rows.append({"device": r.device, "version": r.version, "model": r.model,
-                     "precision": r.precision, "batch": r.batch, "isl": r.input_len,
+                     "precision": r.precision, "tp": r.tp, "batch": r.batch,
+                     "isl": r.input_len,
                      "osl": r.output_len, "metric": r.metric, "value": r.value,
-                     "fits": fits, **predict(st, r.device, r.metric)})
-    print(f"\n== 3. TensorRT-LLM static batch (gptSessionBenchmark), one GPU; {len(left)} "
-          "tensor-parallel rows left out (not modelled)")
-    report(pd.DataFrame(rows), ["version", "model", "isl", "osl", "metric"], "TensorRT-LLM")
+                     "fits": fits, **predict(st, str(r.device), str(r.metric))})
+    out = pd.DataFrame(rows)
+    print("\n== 3. TensorRT-LLM static batch (gptSessionBenchmark), one GPU")
+    report(out[out.tp == 1], ["version", "model", "isl", "osl", "metric"], "TensorRT-LLM")
+    print("\n== 3b. TensorRT-LLM static batch, tensor parallel over 2-8 GPUs")
+    report(out[out.tp > 1], ["version", "model", "tp", "isl", "osl", "metric"],
+           "TensorRT-LLM tensor parallel")
 
 
 def main() -> None:

@@ -348,6 +348,122 @@ def test_reprs_say_what_was_served() -> None:
         roofline.compare(st, "h100", "h200"))
 
 
+# --- tensor parallelism -------------------------------------------------------------------
+
+
+@functools.cache
+def split_trace(gpus: int = 2) -> roofline.ServingTrace:
+    return roofline.trace_serving(hf_llama(), prompt_tokens=64, new_tokens=8, batch=2,
+                                  tensor_parallel=gpus)
+
+
+def test_tensor_parallel_gives_each_gpu_its_share_of_heads_columns_and_cache() -> None:
+    st = split_trace()
+    b, p = st.batch, st.prompt_tokens
+    # every projection, the embedding and the head split in two; the norms whole
+    assert st.parameter_bytes == 2 * ((LAYERS * LAYER_MATMUL_PARAMS + HEAD_PARAMS
+                                       + VOCAB * HIDDEN) // 2 + (2 * LAYERS + 1) * HIDDEN)
+    assert st.kv_bytes_per_token == kv_per_token(2) // 2
+    for context, t in st.decode.items():
+        assert t.by_category()["matmul"].flops == 2 * b * (LAYERS * LAYER_MATMUL_PARAMS
+                                                           + HEAD_PARAMS) // 2
+        assert t.by_category()["attention"].flops == LAYERS * b * (HEADS // 2) \
+            * (context + 1) * 4 * HEAD_DIM
+    assert st.prefill.by_category()["attention"].flops == LAYERS * b * (HEADS // 2) \
+        * p * (p + 1) // 2 * 4 * HEAD_DIM  # the causal half, as on one GPU
+    assert no_global_state()
+
+
+def test_tensor_parallel_decode_all_reduces_the_hidden_state_twice_per_layer() -> None:
+    st = split_trace()
+    step = st.decode[st.contexts[0]]
+    sent = [op.collective for op in step.ops
+            if op.collective is not None and op.collective.kind != "wait"]
+    # the embedding's partial lookups, then attention's and the MLP's output per layer:
+    # batch x 1 token x hidden in bf16; then the head's logits gathered whole
+    reduces = [c for c in sent if c.kind == "all_reduce"]
+    assert len(reduces) == 1 + 2 * LAYERS
+    assert {c.bytes for c in reduces} == {st.batch * HIDDEN * 2}
+    assert [(c.kind, c.bytes) for c in sent if c.kind != "all_reduce"] == [
+        ("all_gather", st.batch * VOCAB * 2)]
+    assert {c.group_size for c in sent} == {2}
+
+
+def test_tensor_parallel_serving_waits_for_every_collective() -> None:
+    """A decode step's next op reads each all-reduce's result: none hides behind compute,
+    so the step's communication is the sum of its collectives' costs."""
+    from roofline.analysis.collectives import collective_cost
+    from roofline.hardware.topology import topology
+
+    st = split_trace()
+    s = roofline.serve(st, "h100")
+    top = topology(roofline.get_device("h100"), 2, 1)
+    for context, t in st.decode.items():
+        costs = sum(collective_cost(op.collective, top).seconds for op in t.ops
+                    if op.collective is not None)
+        assert s.decode_communication_seconds[context] == pytest.approx(costs, rel=1e-9)
+        assert s.tpot_seconds(context) == pytest.approx(s.decode[context].seconds + costs)
+    assert s.ttft_seconds > s.prefill.seconds
+    assert s.decode_bounds()["communication"]["fraction"] > 0
+    whole = roofline.serve(roofline.trace_serving(hf_llama(), prompt_tokens=64, new_tokens=8,
+                                                  batch=2), "h100")
+    assert whole.decode_bounds()["communication"]["seconds"] == 0
+    # half the cache per GPU: more sequences fit on each
+    assert s.capacity is not None and whole.capacity is not None
+    assert s.capacity.max_batch > whole.capacity.max_batch
+
+
+def test_tensor_parallel_over_the_same_interconnect_speeds_no_collective_up() -> None:
+    c = roofline.compare(split_trace(), "h100", "h200")
+    reasons = c.reasons()
+    assert reasons["decode"].roof_ratios["communication"] == pytest.approx(1.0)
+    assert c.src.decode_communication_seconds == pytest.approx(
+        c.dst.decode_communication_seconds)
+
+
+def test_tensor_parallel_of_the_zoo_llama_splits_the_same_layers() -> None:
+    zoo = get_model("llama-tiny", device="meta", vocab_size=VOCAB, dim=HIDDEN,
+                    n_layers=LAYERS, n_heads=HEADS, n_kv_heads=KV_HEADS,
+                    hidden_dim=FFN).model
+    a = roofline.trace_serving(zoo, prompt_tokens=64, new_tokens=8, batch=2,
+                               dtype=torch.bfloat16, tensor_parallel=2)
+    b = split_trace()
+    assert a.kv_bytes_per_token == b.kv_bytes_per_token == kv_per_token(2) // 2
+    x, y = a.decode[71], b.decode[71]
+    assert x.by_category()["attention"].flops == y.by_category()["attention"].flops
+    # roofline's own plan splits the blocks; the head, which no plan names, stays whole
+    assert x.by_category()["matmul"].flops == y.by_category()["matmul"].flops \
+        + 2 * a.batch * HEAD_PARAMS // 2
+
+
+@pytest.mark.parametrize(("gpus", "needle"), [
+    (3, "4 KV heads, not divisible by 3"),
+    (0, "tensor_parallel must be a whole number >= 1, got 0"),
+])
+def test_a_tensor_parallel_size_that_cannot_split_the_model_is_refused(gpus: int,
+                                                                       needle: str) -> None:
+    with pytest.raises(ValueError, match=needle):
+        roofline.trace_serving(hf_llama(), prompt_tokens=8, new_tokens=2,
+                               tensor_parallel=gpus)
+    assert no_global_state()
+
+
+def test_a_cache_that_cannot_be_split_is_refused() -> None:
+    from roofline.zoo.llama import Llama
+
+    class OneCache(Llama):
+        def make_kv_cache(self, batch: int, max_tokens: int, *, filled: int = 0,
+                          dtype: Any = None, device: Any = None) -> Any:
+            return super().make_kv_cache(batch, max_tokens, filled=filled, dtype=dtype,
+                                         device=device)
+
+    with torch.device("meta"):
+        model = OneCache(vocab_size=VOCAB, dim=HIDDEN, n_layers=1, n_heads=HEADS,
+                         n_kv_heads=KV_HEADS, hidden_dim=FFN, max_seq_len=128)
+    with pytest.raises(ValueError, match="takes no tensor_parallel= argument"):
+        roofline.trace_serving(model, prompt_tokens=8, new_tokens=2, tensor_parallel=2)
+
+
 # --- the command line --------------------------------------------------------------------
 
 SERVE = ["serve", "llama-tiny", "--device", "h200", "--prompt", "64", "--new", "16",
@@ -410,6 +526,19 @@ def test_serve_writes_both_charts(tmp_path: Any) -> None:
     batch, roof = tmp_path / "batch.png", tmp_path / "roof.png"
     assert main([*SERVE, "--plot", str(batch), "--plot-roofline", str(roof)]) == 0
     assert batch.stat().st_size > 10_000 and roof.stat().st_size > 10_000
+
+
+def test_serve_split_over_gpus_from_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
+    from roofline.presentation.cli import main
+
+    assert main([*SERVE, "--tp", "2", "--compare", "h100"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0].endswith(" on 2 x H200 SXM (tensor parallel):")
+    assert "communication" in lines[1] and "communication" in lines[2]
+    assert "KV cache 512 B/token" in out and "per sequence per GPU" in out
+    assert "2 x H200 SXM (tensor parallel) -> 2 x H100 SXM (tensor parallel)" in out
+    assert "tensor parallel over 2 GPUs" in out
 
 
 @pytest.mark.slow

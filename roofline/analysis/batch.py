@@ -27,7 +27,7 @@ from roofline.analysis.fit import (
     fits,
 )
 from roofline.analysis.memory import MemoryReport, memory
-from roofline.analysis.timing import analyze
+from roofline.analysis.parallel import step_seconds
 from roofline.hardware import DeviceSpec, get_device, list_devices
 from roofline.tracing.records import Trace
 
@@ -59,7 +59,8 @@ class MaxBatch:
     capacity_bytes : the device's memory.
     required_bytes : the step's requirement at ``batch`` (``fit.required_bytes``).
     fit : :class:`Fit` of the step at ``batch``: margin, overheads, assumptions.
-    seconds : predicted step time at ``batch`` (:func:`roofline.analyze`).
+    seconds : predicted step time at ``batch`` (:func:`roofline.analyze`; with its
+        collectives costed, :func:`roofline.parallel`, for a parallel trace).
     bytes_per_sample, fixed_bytes : the affine fit ``required = fixed + per_sample *
         batch`` at the op that limits the batch (overheads included in ``fixed_bytes``).
     pieces : the fit over every batch up to ``batch + 1``: each op's live bytes are a line
@@ -184,8 +185,9 @@ def max_batch(build: Callable[[int], Trace], device: str | DeviceSpec, *,
     """The largest batch whose step fits ``device``, and the samples/s at that batch.
 
     ``build(batch)`` returns the :class:`Trace` of one step at that batch, e.g.
-    ``lambda b: roofline.trace(model, torch.randn(b, 784), train=True, optimizer=opt,
-    fake=True)`` (fake mode: a 7B step costs seconds and no memory).
+    ``lambda b: roofline.trace(model, torch.empty(b, 784, device="meta"), train=True,
+    optimizer=opt, fake=True)`` (fake mode: a 7B step costs seconds and no memory; meta
+    inputs cost nothing to make, where random ones of a large batch take seconds).
 
     The search: trace at the two ``fit_batches``; fit every op's live bytes (as the
     allocator holds them, :func:`fits`) as affine in the batch, so that the predicted
@@ -222,7 +224,8 @@ def max_batch(build: Callable[[int], Trace], device: str | DeviceSpec, *,
     >>> model = nn.Sequential(nn.Linear(1024, 4096), nn.ReLU(), nn.Linear(4096, 1024))
     >>> opt = torch.optim.AdamW(model.parameters())
     >>> def build(b):
-    ...     return roofline.trace(model, torch.randn(b, 1024), train=True, optimizer=opt,
+    ...     x = torch.empty(b, 1024, device="meta")
+    ...     return roofline.trace(model, x, train=True, optimizer=opt,
     ...                           loss_fn=lambda y: y.sum(), fake=True)
     >>> m = roofline.max_batch(build, "t4")
     >>> m.batch, m.affine
@@ -269,7 +272,7 @@ def max_batch(build: Callable[[int], Trace], device: str | DeviceSpec, *,
             RooflineWarning)
     lo = search.bracket()
     builds = search.builds
-    seconds = {b: analyze(builds.traces[b], spec, **options).seconds for b in builds.reports}
+    seconds = {b: step_seconds(builds.traces[b], spec, **options) for b in builds.reports}
     traced = {b: (search.required(b), seconds[b]) for b in sorted(builds.reports)}
     fit = fits(builds.report(lo), spec, context_bytes=context_bytes,
                workspace_bytes=workspace_bytes)
@@ -411,7 +414,7 @@ def compare_at_max_batch(build: Callable[[int], Trace], src: str | DeviceSpec,
     --------
     >>> model = nn.Sequential(nn.Linear(1024, 4096), nn.ReLU(), nn.Linear(4096, 1024))
     >>> def build(b):
-    ...     return roofline.trace(model, torch.randn(b, 1024), fake=True)
+    ...     return roofline.trace(model, torch.empty(b, 1024, device="meta"), fake=True)
     >>> c = roofline.compare_at_max_batch(build, "t4", "l4")
     >>> c.src.batch < c.dst.batch  # the L4 has 24 GB, the T4 16 GB
     True

@@ -274,6 +274,14 @@ def parallel(trace: Trace, device: str | DeviceSpec, *, nodes: int = 1,
         settings={"nics": nics, "nic_bits_per_s": nic_bits_per_s, **options})
 
 
+def step_seconds(trace: Trace, spec: DeviceSpec, **options: Any) -> float:
+    """A step's predicted seconds: :func:`parallel`'s (collectives costed and waited for)
+    when the trace holds collectives, else :func:`roofline.analyze`'s."""
+    if any(op.collective is not None for op in trace.ops):
+        return parallel(trace, spec, **options).seconds
+    return analyze(trace, spec, **options).seconds
+
+
 def _world(trace: Trace, gpus: int | None) -> tuple[Trace, int, list[str]]:
     """The trace to cost (re-sized for ``gpus`` where its strategy allows), its world size
     and what was assumed about it."""

@@ -32,12 +32,15 @@ from roofline._errors import RooflineWarning, warn
 from roofline._si import si
 from roofline.analysis.batch import MaxBatch, max_batch
 from roofline.analysis.fit import Fit, fits
+from roofline.analysis.parallel import parallel
 from roofline.analysis.timing import ROOFS, Analysis, analyze, ratio
 from roofline.hardware import DeviceSpec, get_device
+from roofline.tracing.records import Trace
 from roofline.tracing.serving import CONTEXTS, ServingTrace, trace_serving
 
-#: The bounds a phase's time splits into: the roofs, and host time.
-BOUNDS = (*ROOFS, "host")
+#: The bounds a phase's time splits into: the roofs, host time, and the communication
+#: a tensor-parallel step waits for (its all-reduces; 0 on one GPU).
+BOUNDS = (*ROOFS, "host", "communication")
 #: Kernels per transformer layer a serving engine's fused decode step launches, roughly
 #: (vLLM and TensorRT-LLM fuse norms, RoPE and the KV append into a few kernels), against
 #: the eager PyTorch ops a traced step holds: the overhead the eager step carries extra.
@@ -85,10 +88,21 @@ class Capacity:
                 f"{si(self.parameter_bytes, 'B')}))")
 
 
-def _bound_seconds(a: Analysis) -> np.ndarray:
-    """Seconds of ``a`` under each of :data:`BOUNDS`."""
-    rows = a.by_bound()
+def _bound_seconds(a: Analysis, communication: float = 0.0) -> np.ndarray:
+    """Seconds of ``a`` under each of :data:`BOUNDS`, with ``communication`` the exposed
+    seconds of its collectives."""
+    rows = {**a.by_bound(), "communication": {"seconds": communication}}
     return np.array([rows.get(b, {}).get("seconds", 0.0) for b in BOUNDS])
+
+
+def cost_step(t: Trace, spec: DeviceSpec, **options: Any) -> tuple[Analysis, float]:
+    """One serving step on ``spec``: its analysis, and the seconds its collectives add (a
+    tensor-parallel rank's all-reduces, costed and scheduled by :func:`roofline.parallel`:
+    the compute after each waits for it)."""
+    if not any(op.collective is not None for op in t.ops):
+        return analyze(t, spec, **options), 0.0
+    p = parallel(t, spec, **options)
+    return p.analysis, p.exposed_communication_seconds
 
 
 def _split(seconds: np.ndarray) -> dict[str, dict[str, float]]:
@@ -109,6 +123,9 @@ class Serving:
     capacity : how many sequences fit (None when not asked for).
     assumptions : the serving model's assumptions, then the analyses', each once.
     options : the :func:`roofline.analyze` options the steps were costed with.
+    prefill_communication_seconds : the prefill's exposed all-reduce seconds (tensor
+        parallelism; else 0).
+    decode_communication_seconds : context -> the decode step's.
     """
 
     trace: ServingTrace
@@ -117,6 +134,8 @@ class Serving:
     capacity: Capacity | None
     assumptions: list[str]
     options: dict[str, Any] = field(default_factory=dict)
+    prefill_communication_seconds: float = 0.0
+    decode_communication_seconds: dict[int, float] = field(default_factory=dict)
 
     @property
     def device(self) -> DeviceSpec:
@@ -125,11 +144,13 @@ class Serving:
     @property
     def ttft_seconds(self) -> float:
         """Time to first token: the batch's prefill."""
-        return self.prefill.seconds
+        return self.prefill.seconds + self.prefill_communication_seconds
 
     def _per_context(self) -> tuple[np.ndarray, np.ndarray]:
         contexts = np.array(sorted(self.decode), dtype=float)
-        return contexts, np.array([_bound_seconds(self.decode[int(c)]) for c in contexts])
+        comm = self.decode_communication_seconds
+        return contexts, np.array([_bound_seconds(self.decode[int(c)], comm.get(int(c), 0.0))
+                                   for c in contexts])
 
     def tpot_seconds(self, context: float | np.ndarray) -> Any:
         """Time per output token of a decode step at ``context`` cached tokens: linear
@@ -190,8 +211,13 @@ class Serving:
 
     def prefill_bounds(self) -> dict[str, dict[str, float]]:
         """Seconds and fraction of the prefill per bound (``compute``, ``memory``,
-        ``overhead``, ``host``)."""
-        return _split(_bound_seconds(self.prefill))
+        ``overhead``, ``host``, ``communication``)."""
+        return _split(_bound_seconds(self.prefill, self.prefill_communication_seconds))
+
+    def decode_step_bounds(self, context: int) -> dict[str, dict[str, float]]:
+        """Seconds and fraction per bound of the decode step traced at ``context``."""
+        return _split(_bound_seconds(self.decode[context],
+                                     self.decode_communication_seconds.get(context, 0.0)))
 
     def decode_bounds(self) -> dict[str, dict[str, float]]:
         """Seconds and fraction of all decode steps per bound."""
@@ -208,7 +234,8 @@ class Serving:
         asked = {whole("batch", int(b) if isinstance(b, np.integer) else b) for b in batches}
         for b in sorted(asked):
             t = self.trace.decode_step(b)
-            seconds = analyze(t, self.device, **self.options).seconds
+            a, communication = cost_step(t, self.device, **self.options)
+            seconds = a.seconds + communication
             fit = fits(t, self.device)
             rows.append({"batch": b, "seconds": seconds, "tokens_per_s": ratio(b, seconds),
                          "required_bytes": fit.required_bytes, "fits": fit.fits})
@@ -261,6 +288,13 @@ def _notes(st: ServingTrace, decode: Analysis, options: dict[str, Any]) -> list[
              "in-flight batching, chunked prefill or speculative decoding",
              f"time per output token is linear in the context between the decode steps "
              f"traced at {', '.join(map(str, st.contexts))} cached tokens"]
+    if st.tensor_parallel > 1:
+        reduces = sum(1 for op in decode.trace.ops if op.collective is not None
+                      and op.collective.kind != "wait")
+        notes.append(f"tensor parallel over {st.tensor_parallel} GPUs: rank 0's steps (its "
+                     f"share of the heads and MLP columns, {reduces} collectives per decode "
+                     "step), each collective costed on the interconnect and waited for; "
+                     "tokens/s are the group's, weights, KV cache and capacity one GPU's")
     layers = max(1, sum(1 for op in decode.trace.ops if op.category == "attention"))
     kernels = int(sum(op.kernels for op in decode.trace.ops))
     if not options.get("graphs"):
@@ -281,7 +315,8 @@ def _notes(st: ServingTrace, decode: Analysis, options: dict[str, Any]) -> list[
 def serve(model: Any, device: str | DeviceSpec, *, prompt_tokens: int | None = None,
           new_tokens: int | None = None, batch: int | None = None, dtype: Any = None,
           kv_dtype: Any = None, weight_dtype: Any = None, contexts: int = CONTEXTS,
-          capacity: bool = True, **options: Any) -> Serving:
+          tensor_parallel: int | None = None, capacity: bool = True,
+          **options: Any) -> Serving:
     """Serve ``model`` on ``device``: TTFT, TPOT against context, tokens/s, bounds, fit.
 
     Parameters
@@ -290,8 +325,10 @@ def serve(model: Any, device: str | DeviceSpec, *, prompt_tokens: int | None = N
         :class:`~roofline.tracing.serving.ServingTrace` (traced once, costed on any
         device; then the trace's own tokens, batch and dtypes are used).
     device : a registry name or a DeviceSpec.
-    prompt_tokens, new_tokens, batch, dtype, kv_dtype, weight_dtype, contexts : as
-        :func:`roofline.trace_serving` (``batch`` defaults to 1).
+    prompt_tokens, new_tokens, batch, dtype, kv_dtype, weight_dtype, contexts,
+    tensor_parallel : as :func:`roofline.trace_serving` (``batch`` and
+        ``tensor_parallel`` default to 1). Under tensor parallelism ``device`` is each
+        GPU's, and the all-reduces are costed on its interconnect.
     capacity : also find how many sequences fit (traces the decode step at a few more
         batches; ``Serving.capacity``; None on a device with no memory size). A batch
         that does not fit is still costed, as if it did, with a :class:`RooflineWarning`.
@@ -320,13 +357,15 @@ def serve(model: Any, device: str | DeviceSpec, *, prompt_tokens: int | None = N
     """
     st = _serving_trace(model, prompt_tokens=prompt_tokens, new_tokens=new_tokens,
                         batch=batch, dtype=dtype, kv_dtype=kv_dtype,
-                        weight_dtype=weight_dtype, contexts=contexts)
+                        weight_dtype=weight_dtype, contexts=contexts,
+                        tensor_parallel=tensor_parallel)
     return serve_trace(st, get_device(device), capacity=capacity, **options)
 
 
 def _serving_trace(model: Any, **asked: Any) -> ServingTrace:
     if not isinstance(model, ServingTrace):
-        asked["batch"] = 1 if asked["batch"] is None else asked["batch"]
+        for name in ("batch", "tensor_parallel"):
+            asked[name] = 1 if asked[name] is None else asked[name]
         if asked["prompt_tokens"] is None or asked["new_tokens"] is None:
             raise ValueError("serve(model, device) needs prompt_tokens= and new_tokens= "
                              "(tokens per sequence in the prompt, and generated)")
@@ -342,8 +381,9 @@ def _serving_trace(model: Any, **asked: Any) -> ServingTrace:
 def serve_trace(st: ServingTrace, spec: DeviceSpec, *, capacity: bool = True,
                 **options: Any) -> Serving:
     """:func:`serve` of a traced workload on a resolved device."""
-    prefill = analyze(st.prefill, spec, **options)
-    decode = {c: analyze(t, spec, **options) for c, t in st.decode.items()}
+    prefill, prefill_comm = cost_step(st.prefill, spec, **options)
+    steps = {c: cost_step(t, spec, **options) for c, t in st.decode.items()}
+    decode = {c: a for c, (a, _) in steps.items()}
     # a device with no memory size in the registry (a CPU) has no capacity to search
     cap = find_capacity(st, spec, **options) if capacity and spec.memory_bytes else None
     last = decode[max(decode)]
@@ -361,7 +401,8 @@ def serve_trace(st: ServingTrace, spec: DeviceSpec, *, capacity: bool = True,
                  "The times are those it would take with the memory.", RooflineWarning)
     analyses = [prefill, *decode.values()]
     notes += [n for a in analyses for n in a.assumptions]
-    result = Serving(st, prefill, decode, cap, list(dict.fromkeys(notes)), dict(options))
+    result = Serving(st, prefill, decode, cap, list(dict.fromkeys(notes)), dict(options),
+                     prefill_comm, {c: comm for c, (_, comm) in steps.items()})
     for name in ("ttft_seconds", "mean_tpot_seconds"):
         if not math.isfinite(getattr(result, name)) or getattr(result, name) <= 0:
             raise ValueError(f"the predicted {name} on {spec.name} is "

@@ -8,7 +8,9 @@ destination as the analyses cost it (the rates each device was measured to reach
 the datasheet ratio beside it: "decode: 1.17x from 1.18x the bandwidth it streams at
 (1.43x on the datasheets)".
 
-Tensor parallelism is not modelled here: each device serves the whole model.
+Under tensor parallelism both sides run the traced split (the same GPUs count), and the
+communication a step waits for is a bound of its own, faster or slower with the
+interconnect.
 """
 
 from __future__ import annotations
@@ -73,6 +75,9 @@ class PhaseReason:
         r = self.roof_ratios.get(bound, 1.0)
         if bound == "host":
             return "nothing: host time stays fixed"
+        if bound == "communication":
+            return (f"{r:.2f}x faster collectives" if r >= 1
+                    else f"{1 / r:.2f}x slower collectives")
         if bound == "overhead":
             return (f"{r:.2f}x faster kernel launches" if r >= 1
                     else f"{1 / r:.2f}x slower kernel launches")
@@ -133,11 +138,17 @@ class ServingComparison:
             "prefill": PhaseReason(
                 "prefill", self.prefill_speedup,
                 {b: v["fraction"] for b, v in s.prefill_bounds().items()},
-                _roof_ratios([s.prefill], [d.prefill]), _datasheet(s.prefill, d.prefill)),
+                {**_roof_ratios([s.prefill], [d.prefill]),
+                 "communication": ratio(s.prefill_communication_seconds,
+                                        d.prefill_communication_seconds)},
+                _datasheet(s.prefill, d.prefill)),
             "decode": PhaseReason(
                 "decode", self.decode_speedup,
                 {b: v["fraction"] for b, v in s.decode_bounds().items()},
-                _roof_ratios(src_decode, dst_decode), _datasheet(src_decode[0], dst_decode[0])),
+                {**_roof_ratios(src_decode, dst_decode),
+                 "communication": ratio(sum(s.decode_communication_seconds.values()),
+                                        sum(d.decode_communication_seconds.values()))},
+                _datasheet(src_decode[0], dst_decode[0])),
         }
 
     def explain(self) -> str:

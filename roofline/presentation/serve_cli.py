@@ -1,5 +1,5 @@
-"""``roofline serve MODEL --device D [--compare D2] --prompt P --new N --batch B``: serving
-an LLM, traced once on fake tensors and costed on one or two devices."""
+"""``roofline serve MODEL --device D [--compare D2] --prompt P --new N --batch B [--tp N]``:
+serving an LLM, traced once on fake tensors and costed on one or two devices."""
 
 from __future__ import annotations
 
@@ -32,6 +32,9 @@ def add_parser(sub: Any, int_at_least: Any, model_help: str, func: Any) -> None:
                    help="the weights' dtype (default bf16, as models are served)")
     p.add_argument("--kv-dtype", choices=KV_DTYPES, default=None,
                    help="the KV cache's dtype (default: the weights')")
+    p.add_argument("--tensor-parallel", "--tp", type=int_at_least(1), default=1,
+                   metavar="N", help="split the model over N GPUs of the device, as serving "
+                   "engines' tensor_parallel_size (default 1)")
     p.add_argument("--fp8-weights", action="store_true",
                    help="matmuls read fp8 weights and activations at the fp8 rate (W8A8)")
     p.add_argument("--graphs", action="store_true",
@@ -94,7 +97,7 @@ def serve_command(args: argparse.Namespace, device: Any, other: Any | None) -> s
     st = trace_serving(model, prompt_tokens=args.prompt, new_tokens=args.new,
                        batch=args.batch, dtype=args.dtype, kv_dtype=args.kv_dtype,
                        weight_dtype="fp8" if args.fp8_weights else None,
-                       contexts=args.contexts)
+                       contexts=args.contexts, tensor_parallel=args.tensor_parallel)
     st.model = name
     _progress(args, f"traced in {time.perf_counter() - start:.1f} s; finding how many "
                     "sequences fit...")

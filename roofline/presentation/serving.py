@@ -10,7 +10,7 @@ from roofline.analysis import Serving, ServingComparison
 from roofline.analysis.serving import Capacity
 from roofline.presentation.tables import _table, assumptions_text, seconds
 
-_SPLIT = ("compute", "memory", "overhead", "host")
+_SPLIT = ("compute", "memory", "overhead", "host", "communication")
 
 
 def _shares(bounds: dict[str, dict[str, float]]) -> str:
@@ -27,6 +27,17 @@ def workload(s: Serving) -> str:
         f", weights {st.weight_dtype}" if st.weight_dtype else "")
     return (f"{st.model} ({dtypes}; batch {st.batch}, {st.prompt_tokens} prompt + "
             f"{st.new_tokens} new tokens)")
+
+
+def where(s: Serving) -> str:
+    """``H200 SXM``, or ``4 x H200 SXM (tensor parallel)``."""
+    gpus = s.trace.tensor_parallel
+    return f"{gpus} x {s.device.name} (tensor parallel)" if gpus > 1 else s.device.name
+
+
+def _columns(s: Serving) -> tuple[str, ...]:
+    """The bounds a table splits time into: communication only where there is some."""
+    return _SPLIT[:3] + (("communication",) if s.trace.tensor_parallel > 1 else ())
 
 
 def capacity_words(c: Capacity) -> str:
@@ -46,10 +57,11 @@ def answer(s: Serving, compared: ServingComparison | None = None) -> str:
     tpot = (f"TPOT {seconds(s.tpot_seconds(first))} at {first} -> "
             f"{seconds(s.tpot_seconds(last))} at {last} tokens of context" if last != first
             else f"TPOT {seconds(s.tpot_seconds(first))}")
+    per_gpu = " per GPU" if st.tensor_parallel > 1 else ""
     kv = (f"KV cache {si(st.kv_bytes_per_token, 'B')}/token, "
-          f"{si(st.kv_bytes_per_sequence, 'B')} per sequence")
+          f"{si(st.kv_bytes_per_sequence, 'B')} per sequence{per_gpu}")
     lines = [
-        f"{workload(s)} on {s.device.name}:",
+        f"{workload(s)} on {where(s)}:",
         f"TTFT {seconds(s.ttft_seconds)} ({_shares(s.prefill_bounds())})",
         f"{tpot} ({_shares(s.decode_bounds())})",
         f"{s.tokens_per_s:.4g} tokens/s decoding ({s.tokens_per_s_per_sequence:.4g} per "
@@ -58,7 +70,7 @@ def answer(s: Serving, compared: ServingComparison | None = None) -> str:
         kv + (f"; {capacity_words(s.capacity)}" if s.capacity is not None else "")]
     if compared is not None:
         reasons = compared.reasons()
-        lines += [f"{compared.src.device.name} -> {compared.dst.device.name}: "
+        lines += [f"{where(compared.src)} -> {where(compared.dst)}: "
                   f"{compared.speedup:.2f}x for the whole batch",
                   f"  {reasons['prefill']}", f"  {reasons['decode']}"]
     return "\n".join(lines)
@@ -71,32 +83,34 @@ def phases_table(s: Serving) -> str:
     decode_bytes = sum(t.total_bytes for t in st.decode.values()) / len(st.decode)
     steps = len(st.step_contexts)
     rows = []
+    columns = _columns(s)
     for name, total, bounds, flops, nbytes in (
             ("prefill", s.ttft_seconds, s.prefill_bounds(), st.prefill.total_flops,
              st.prefill.total_bytes),
             (f"decode x {steps}", s.decode_seconds, s.decode_bounds(), decode_flops,
              decode_bytes)):
-        rows.append([name, seconds(total)] + [f"{bounds[b]['fraction']:.0%}" for b in _SPLIT[:3]]
+        rows.append([name, seconds(total)] + [f"{bounds[b]['fraction']:.0%}" for b in columns]
                     + [si(flops, "FLOP"), si(nbytes, "B")])
-    return _table(["phase", "time", "compute", "memory", "overhead", "FLOPs/step",
-                   "bytes/step"], rows, left=1)
+    return _table(["phase", "time", *columns, "FLOPs/step", "bytes/step"], rows, left=1)
 
 
 def tpot_table(s: Serving) -> str:
     """One row per traced decode context: TPOT, tokens/s and the split."""
     rows = []
-    for context, a in sorted(s.decode.items()):
-        bounds = {b: v["fraction"] for b, v in a.by_bound().items()}
-        rows.append([str(context), seconds(a.seconds), f"{s.trace.batch / a.seconds:.4g}"]
-                    + [f"{bounds.get(b, 0.0):.0%}" for b in _SPLIT[:3]])
-    return _table(["context", "TPOT", "tokens/s", "compute", "memory", "overhead"], rows,
-                  left=1)
+    columns = _columns(s)
+    for context in sorted(s.decode):
+        step = s.tpot_seconds(context)
+        bounds = s.decode_step_bounds(context)
+        rows.append([str(context), seconds(step), f"{s.trace.batch / step:.4g}"]
+                    + [f"{bounds[b]['fraction']:.0%}" for b in columns])
+    return _table(["context", "TPOT", "tokens/s", *columns], rows, left=1)
 
 
 def memory_text(s: Serving) -> str:
     """The weights, the KV cache and the fit."""
     st = s.trace
-    lines = [f"memory: weights {si(st.parameter_bytes, 'B')}; KV cache "
+    per_gpu = " per GPU" if st.tensor_parallel > 1 else ""
+    lines = [f"memory{per_gpu}: weights {si(st.parameter_bytes, 'B')}; KV cache "
              f"{si(st.kv_bytes_per_token, 'B')} per token, {si(st.kv_bytes_per_sequence, 'B')} "
              f"per sequence of {st.total_tokens} tokens"]
     if s.capacity is not None:
@@ -120,7 +134,7 @@ def comparison_table(c: ServingComparison) -> str:
              f"{c.speedup:.2f}x"]]
     if a.capacity is not None and b.capacity is not None:
         rows.append(["max batch", str(a.capacity.max_batch), str(b.capacity.max_batch), ""])
-    return _table(["", a.device.name, b.device.name, "speedup"], rows, left=1)
+    return _table(["", where(a), where(b), "speedup"], rows, left=1)
 
 
 def serving_text(s: Serving, compared: ServingComparison | None = None,
@@ -142,6 +156,7 @@ def serving_dict(s: Serving) -> dict[str, Any]:
         "model": st.model, "device": s.device.name, "batch": st.batch,
         "prompt_tokens": st.prompt_tokens, "new_tokens": st.new_tokens, "dtype": st.dtype,
         "kv_dtype": st.kv_dtype, "weight_dtype": st.weight_dtype,
+        "tensor_parallel": st.tensor_parallel,
         "ttft_seconds": s.ttft_seconds, "mean_tpot_seconds": s.mean_tpot_seconds,
         "tpot_seconds": {str(c): s.tpot_seconds(c) for c in st.contexts},
         "decode_seconds": s.decode_seconds, "total_seconds": s.total_seconds,

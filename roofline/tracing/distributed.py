@@ -228,7 +228,9 @@ def parallel_step(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any
             wrapped = strategy.wrap(copied, options, Wrapping(world, mesh, buckets))
             opt = _rebuilt_optimizer(optimizer, model, wrapped)
             foreach = opt is not None and as_on_cuda(opt)
-            _warm_up(name, strategy, wrapped, fargs, fkwargs, train, loss_fn, opt, buckets)
+            if train:  # inference has nothing to warm, and a second step would write the
+                # KV cache it is given twice (a prefill would see its prompt twice)
+                _warm_up(name, strategy, wrapped, fargs, fkwargs, train, loss_fn, opt, buckets)
         cap = Capture(warn=True)
         cap.modules = [wrapped]
         attend = AttentionAs(attention, fake=True)

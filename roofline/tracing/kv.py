@@ -15,10 +15,17 @@ assumed from one library version):
 
 Every cache is made inside the caller's ``FakeTensorMode``, on the CPU device, so its
 tensors are fakes of the mode :func:`roofline.trace` then uses: nothing is allocated.
+
+Under tensor parallelism over ``N`` GPUs each rank's cache holds ``1/N`` of the KV heads
+(the heads its column-split K and V projections make). A transformers model is split by
+its own plan (``model._tp_plan``, the one ``from_pretrained(tp_plan="auto")`` applies); a
+model with its own cache by roofline's Megatron-style plan, and its ``make_kv_cache`` takes
+``tensor_parallel=N``.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import inspect
 from collections.abc import Callable
@@ -89,7 +96,7 @@ class HFModel:
             kwargs[self.logits_kw] = 1
         return functools.partial(self.model, **kwargs)
 
-    def prefill(self, batch: int, prompt_tokens: int) -> Step:
+    def prefill(self, batch: int, prompt_tokens: int, shards: int = 1) -> Step:
         from transformers import DynamicCache
 
         params = _parameters(DynamicCache.__init__)
@@ -97,17 +104,24 @@ class HFModel:
         ids = torch.zeros(batch, prompt_tokens, dtype=torch.long)
         return self._call(cache, 0, prompt_tokens, True), ids
 
-    def decode(self, batch: int, context: int) -> Step:
+    def tp_plan(self, shards: int) -> dict[str, Any]:
+        """The model's own tensor-parallel plan as torch's styles, for ``shards`` GPUs."""
+        return hf_tp_plan(self.model, shards, self.kv_heads)
+
+    def decode(self, batch: int, context: int, shards: int = 1) -> Step:
         from transformers import StaticCache
 
         slots = context + 1
         params = _parameters(StaticCache.__init__)
         if "max_batch_size" in params:  # transformers 4.x allocates up front
+            if shards > 1:
+                raise ValueError("tensor-parallel serving needs transformers 5 (its "
+                                 "StaticCache takes the rank's KV heads)")
             cache = StaticCache(config=self.config, max_batch_size=batch, max_cache_len=slots,
                                 device="cpu", dtype=self.dtype)
         else:
             cache = StaticCache(config=self.config, max_cache_len=slots)
-            cache.early_initialization(batch_size=batch, num_heads=self.kv_heads,
+            cache.early_initialization(batch_size=batch, num_heads=self.kv_heads // shards,
                                        head_dim=self.head_dim, dtype=self.dtype,
                                        device=torch.device("cpu"))
         for layer in getattr(cache, "layers", ()):  # "context tokens already seen"
@@ -128,23 +142,85 @@ class OwnCacheModel:
         limit = getattr(model, "max_seq_len", None)
         self.max_positions: int | None = int(limit) if isinstance(limit, int) else None
 
-    def _step(self, batch: int, tokens: int, filled: int) -> Step:
+    def tp_plan(self, shards: int) -> dict[str, Any] | None:
+        """None (roofline's Megatron-style plan), once ``make_kv_cache`` can size a rank's
+        cache."""
         make: Any = self.model.make_kv_cache
-        cache = make(batch, filled + tokens, filled=filled, device="cpu")
+        if "tensor_parallel" not in _parameters(make):
+            raise ValueError(
+                f"tensor_parallel={shards}: {self.name}.make_kv_cache takes no "
+                "tensor_parallel= argument, so a rank's cache (1/N of the KV heads) cannot "
+                "be made; add one (roofline.zoo.llama.Llama.make_kv_cache is an example)")
+        return None
+
+    def _step(self, batch: int, tokens: int, filled: int, shards: int) -> Step:
+        make: Any = self.model.make_kv_cache
+        extra = {"tensor_parallel": shards} if shards > 1 else {}
+        cache = make(batch, filled + tokens, filled=filled, device="cpu", **extra)
         kwargs: dict[str, Any] = {"cache": cache}
         if self.logits and tokens > 1:
             kwargs["logits_to_keep"] = 1
         return functools.partial(self.model, **kwargs), torch.zeros(batch, tokens,
                                                                      dtype=torch.long)
 
-    def prefill(self, batch: int, prompt_tokens: int) -> Step:
-        return self._step(batch, prompt_tokens, 0)
+    def prefill(self, batch: int, prompt_tokens: int, shards: int = 1) -> Step:
+        return self._step(batch, prompt_tokens, 0, shards)
 
-    def decode(self, batch: int, context: int) -> Step:
-        return self._step(batch, 1, context)
+    def decode(self, batch: int, context: int, shards: int = 1) -> Step:
+        return self._step(batch, 1, context, shards)
 
 
 CacheModel = HFModel | OwnCacheModel
+
+
+def _styles() -> dict[str, Callable[[], Any]]:
+    """transformers' plan entries as torch's styles, with the layouts transformers registers
+    for them (``transformers/distributed/tensor_parallel.py``, ``ALL_PARALLEL_STYLES``)."""
+    from torch.distributed.tensor import Replicate
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+
+    def whole_in_out(style: Any) -> Callable[[], Any]:
+        return lambda: style(input_layouts=Replicate(), output_layouts=Replicate())
+
+    return {"colwise": ColwiseParallel, "rowwise": RowwiseParallel,
+            "colwise_gather_output": whole_in_out(ColwiseParallel),
+            "colwise_rep": whole_in_out(ColwiseParallel),
+            "rowwise_split_input": whole_in_out(RowwiseParallel),
+            "rowwise_rep": whole_in_out(RowwiseParallel),
+            # EmbeddingParallel(shard_dim=0): the table split by vocabulary rows, the
+            # partial lookups all-reduced, as torch's RowwiseParallel does for nn.Embedding
+            "embedding_rowwise": lambda: RowwiseParallel(input_layouts=Replicate())}
+
+
+def hf_tp_plan(model: nn.Module, shards: int, kv_heads: int) -> dict[str, Any]:
+    """A transformers model's ``_tp_plan`` (``*`` for any layer index) as a
+    ``parallelize_module`` plan over ``shards`` GPUs.
+
+    Raises
+    ------
+    ValueError
+        The model states no plan, uses a style roofline does not map, or has KV heads that
+        ``shards`` does not divide (engines then replicate heads; not modelled).
+    """
+    declared: dict[str, str] = dict(getattr(model, "_tp_plan", None) or {})
+    if not declared:
+        raise ValueError(f"tensor_parallel={shards}: {type(model).__name__} states no tensor-"
+                         "parallel plan (transformers' _tp_plan / config.base_model_tp_plan)")
+    if kv_heads % shards:
+        raise ValueError(f"tensor_parallel={shards}: {type(model).__name__} has {kv_heads} KV "
+                         f"heads, not divisible by {shards} (engines replicate KV heads then; "
+                         "not modelled): use a tensor-parallel size that divides it")
+    styles = _styles()
+    unknown = sorted({s for s in declared.values() if s not in styles})
+    if unknown:
+        raise ValueError(f"tensor_parallel={shards}: {type(model).__name__}'s plan uses "
+                         f"{', '.join(unknown)}; roofline maps {', '.join(styles)}")
+    plan: dict[str, Any] = {}
+    for name, _ in model.named_modules():
+        for pattern, style in declared.items():
+            if name and fnmatch.fnmatchcase(name, pattern):
+                plan[name] = styles[style]()
+    return plan
 
 
 def cache_model(model: Any) -> CacheModel:

@@ -40,13 +40,20 @@ class Watch:
         ones in ``kept``: the user's own)."""
         if torch.is_autocast_enabled() or torch.is_autocast_enabled("cpu"):
             torch.clear_autocast_cache()  # its casts of the fake parameters die with it
-        gc.collect()
+        # A collection only frees: with no watched fake alive now, none is after one. It
+        # is skipped then, since a full collection costs time in the size of the heap.
+        if self._alive(mode, kept):
+            gc.collect()
+        found = self._alive(mode, kept)
+        self.refs.clear()
+        return found
+
+    def _alive(self, mode: Any, kept: set[int]) -> list[torch.Tensor]:
         found: dict[int, torch.Tensor] = {}
         for ref in self.refs:
             t = ref()
             if t is not None and getattr(t, "fake_mode", None) is mode and id(t) not in kept:
                 found.setdefault(id(t), t)
-        self.refs.clear()
         return list(found.values())
 
 

@@ -13,6 +13,7 @@ the new one), so its time is affine in ``C``: tracing the first and last decode 
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import time
 from collections.abc import Callable
@@ -36,6 +37,7 @@ from roofline.tracing.quantized import (
 )
 from roofline.tracing.records import Trace
 from roofline.tracing.step import trace
+from roofline.tracing.strategies import Parallel
 
 #: Decode contexts traced by default: the prompt, half-way and the full context.
 CONTEXTS = 3
@@ -56,10 +58,13 @@ class ServingTrace:
     decode : context -> one decode step with that many tokens already cached. The first
         is ``prompt_tokens``, the last ``prompt_tokens + new_tokens - 1``.
     kv_bytes_per_token : the KV cache of one token of one sequence, all layers, in
-        ``kv_dtype`` (measured on the decode step's cache).
-    parameter_bytes : the weights (in the dtypes they are served in).
+        ``kv_dtype`` (measured on the decode step's cache), on one GPU: its share of the KV
+        heads under tensor parallelism.
+    parameter_bytes : the weights (in the dtypes they are served in) on one GPU.
     max_positions : the longest context the model takes (None: no limit it states).
     trace_seconds : how long tracing took.
+    tensor_parallel : GPUs the model is split over (Megatron-style, as serving engines'
+        ``tensor_parallel_size``); the steps are rank 0's, with its all-reduces.
     """
 
     model: str
@@ -75,6 +80,7 @@ class ServingTrace:
     parameter_bytes: int
     max_positions: int | None
     trace_seconds: float
+    tensor_parallel: int = 1
     build: Callable[[int], Trace] | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -110,19 +116,33 @@ class ServingTrace:
 
     def __repr__(self) -> str:
         weights = f", weights {self.weight_dtype}" if self.weight_dtype else ""
+        if self.tensor_parallel > 1:
+            weights += f", tensor parallel over {self.tensor_parallel} GPUs"
         contexts = ", ".join(map(str, self.contexts))
         return (f"ServingTrace({self.model}, batch {self.batch}, {self.prompt_tokens} prompt "
                 f"+ {self.new_tokens} new tokens, {self.dtype}, KV {self.kv_dtype}{weights}: "
                 f"prefill {len(self.prefill.ops)} ops, {si(self.prefill.total_flops, 'FLOP')}; "
-                f"decode at {contexts}; KV {si(self.kv_bytes_per_token, 'B')}/token)")
+                f"decode at {contexts}; KV {si(self.kv_bytes_per_token, 'B')}/token"
+                f"{' per GPU' if self.tensor_parallel > 1 else ''})")
 
 
-def _fake_step(step_of: Callable[[int, int], tuple[Callable[..., Any], torch.Tensor]],
-               batch: int, tokens: int, name: str, phase: str) -> Trace:
-    """One step on fake tensors: the cache and the ids are made inside the fake mode."""
+def _fake_step(step_of: Callable[..., tuple[Callable[..., Any], torch.Tensor]],
+               batch: int, tokens: int, name: str, phase: str,
+               split: tuple[int, Any] | None = None) -> Trace:
+    """One step on fake tensors: the cache and the ids are made inside the fake mode.
+    ``split``: (GPUs, plan) of tensor parallelism; rank 0's step is traced."""
     with torch.no_grad(), FakeTensorMode(allow_non_fake_inputs=True):
-        fn, ids = step_of(batch, tokens)
-        t = trace(fn, ids, fake=True)
+        if split is None:
+            fn, ids = step_of(batch, tokens)
+            t = trace(fn, ids, fake=True)
+        else:
+            gpus, plan = split
+            fn, ids = step_of(batch, tokens, gpus)
+            if not isinstance(fn, functools.partial):  # parallel= wraps the module itself
+                raise TypeError(f"tensor-parallel serving needs the step as "
+                                f"functools.partial(model, cache=...), got {fn!r}")
+            t = trace(fn.func, ids, parallel=Parallel("tp", plan=plan), gpus=gpus,
+                      **fn.keywords)
     t.info.model = name
     t.meta.update(serving=phase, batch=batch, tokens=tokens)
     return t
@@ -162,7 +182,7 @@ def trace_serving(model: Any, *, prompt_tokens: int, new_tokens: int, batch: int
                   dtype: torch.dtype | str | None = None,
                   kv_dtype: torch.dtype | str | None = None,
                   weight_dtype: torch.dtype | str | None = None,
-                  contexts: int = CONTEXTS) -> ServingTrace:
+                  contexts: int = CONTEXTS, tensor_parallel: int = 1) -> ServingTrace:
     """Trace the prefill and decode steps of serving ``model``, once for any device.
 
     Parameters
@@ -181,6 +201,10 @@ def trace_serving(model: Any, *, prompt_tokens: int, new_tokens: int, batch: int
         fp8 rate (W8A8), as FP8 serving runs them; None: the model's dtype.
     contexts : decode contexts to trace, from the prompt to the full context (>= 2; the
         time of a decode step is affine in its context).
+    tensor_parallel : split the model over this many GPUs, as serving engines'
+        ``tensor_parallel_size`` does: attention heads and MLP columns split, two
+        all-reduces per layer (a transformers model by its own ``_tp_plan``). Rank 0's
+        steps are traced on a fake process group; every rank runs the same.
 
     Raises
     ------
@@ -189,7 +213,8 @@ def trace_serving(model: Any, *, prompt_tokens: int, new_tokens: int, batch: int
     ContextLengthError
         ``prompt_tokens + new_tokens`` exceed the positions the model takes.
     ValueError
-        A count below 1, or a dtype that is not a floating-point one.
+        A count below 1, a dtype that is not a floating-point one, or a tensor-parallel
+        size that does not divide the KV heads.
 
     Examples
     --------
@@ -208,7 +233,9 @@ def trace_serving(model: Any, *, prompt_tokens: int, new_tokens: int, batch: int
     new_tokens = whole("new_tokens", new_tokens)
     batch = whole("batch", batch)
     contexts = whole("contexts", contexts, at_least=2)
+    gpus = whole("tensor_parallel", tensor_parallel)
     served = _served(model, dtype)
+    split = (gpus, served.tp_plan(gpus)) if gpus > 1 else None
     kv = parse_dtype("kv_dtype", kv_dtype) if kv_dtype is not None else served.dtype
     weights = parse_dtype("weight_dtype", weight_dtype) if weight_dtype is not None else None
     if weights is not None and weights not in FP8:
@@ -219,11 +246,11 @@ def trace_serving(model: Any, *, prompt_tokens: int, new_tokens: int, batch: int
     start = time.perf_counter()
 
     def decode(b: int, context: int) -> Trace:
-        step = _fake_step(served.decode, b, context, served.name, "decode")
+        step = _fake_step(served.decode, b, context, served.name, "decode", split)
         return requantize(step, kv_dtype=kv, weight_dtype=weights)
 
     prefill = requantize(_fake_step(served.prefill, batch, prompt_tokens, served.name,
-                                    "prefill"), weight_dtype=weights)
+                                    "prefill", split), weight_dtype=weights)
     steps = {c: decode(batch, c) for c in _contexts(prompt_tokens, new_tokens, contexts)}
     first = min(steps)
     per_token = kv_bytes(steps[first]) / (batch * (first + 1))
@@ -244,5 +271,5 @@ def trace_serving(model: Any, *, prompt_tokens: int, new_tokens: int, batch: int
                         dtype_name(served.dtype), dtype_name(kv),
                         dtype_name(weights) if weights is not None else None, prefill, steps,
                         math.floor(per_token + 0.5), params, served.max_positions,
-                        time.perf_counter() - start, build)
+                        time.perf_counter() - start, gpus, build)
 

@@ -215,17 +215,24 @@ class Llama(nn.Module):
 
     def make_kv_cache(self, batch: int, max_tokens: int, *, filled: int = 0,
                       dtype: torch.dtype | None = None,
-                      device: torch.device | str | None = None) -> KVCache:
+                      device: torch.device | str | None = None,
+                      tensor_parallel: int = 1) -> KVCache:
         """An empty :class:`KVCache` for ``batch`` sequences of up to ``max_tokens`` tokens,
         saying it already holds ``filled`` (its contents are left uninitialised).
 
-        ``dtype`` and ``device`` default to the embedding weight's.
+        ``dtype`` and ``device`` default to the embedding weight's. ``tensor_parallel``:
+        one rank's cache when the attention is split over that many GPUs (its share of the
+        KV heads).
         """
         weight = self.tok_embeddings.weight
         if not 0 <= filled <= max_tokens:
             raise ValueError(f"filled={filled} must be between 0 and max_tokens={max_tokens}")
         first: Any = self.layers[0]
-        shape = (batch, int(first.attention.n_kv_heads), max_tokens, self.head_dim)
+        heads = int(first.attention.n_kv_heads)
+        if tensor_parallel < 1 or heads % tensor_parallel:
+            raise ValueError(f"tensor_parallel={tensor_parallel} must divide the "
+                             f"{heads} KV heads")
+        shape = (batch, heads // tensor_parallel, max_tokens, self.head_dim)
         kw: dict[str, Any] = {"dtype": dtype or weight.dtype,
                               "device": weight.device if device is None else device}
         n = len(self.layers)

@@ -226,7 +226,7 @@ def batch_curve(max_batch_result: MaxBatch, ax: Axes | None = None) -> Axes:
     --------
     >>> model = nn.Sequential(nn.Linear(1024, 4096), nn.ReLU(), nn.Linear(4096, 1024))
     >>> def build(b):
-    ...     return roofline.trace(model, torch.randn(b, 1024), fake=True)
+    ...     return roofline.trace(model, torch.empty(b, 1024, device="meta"), fake=True)
     >>> ax = roofline.plot.batch_curve(roofline.max_batch(build, "t4"))
     """
     import numpy as np
