@@ -44,7 +44,6 @@ Conventions (one place, used everywhere):
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import itertools
 import math
@@ -58,10 +57,8 @@ from torch._subclasses.fake_tensor import FakeTensor
 from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils.flop_counter import sdpa_backward_flop_count, sdpa_flop_count
 
-with contextlib.suppress(ImportError):  # defines torch.ops.torch_attn's varlen ops
-    import torch.nn.attention.varlen
-
 from roofline.tracing.ops import (
+    LATE,
     ComplexOperands,
     aten,
     copy_from_src,
@@ -567,7 +564,9 @@ def _varlen_mask(is_causal: bool, window_size: Any) -> tuple[str, int | None, in
 
 
 def _register_varlen() -> None:
-    """torch.nn.attention.varlen's custom ops (``torch.ops.torch_attn``), where they exist."""
+    """torch.nn.attention.varlen's custom ops (``torch.ops.torch_attn``). They exist once a
+    model has imported that module, which imports torch._dynamo (a second at start-up):
+    so they are registered when the first of them is looked up, not imported here."""
     try:
         ops = torch.ops.torch_attn
         forward, out, backward = ops._varlen_attn, ops._varlen_attn_out, ops._varlen_attn_backward
@@ -593,7 +592,7 @@ def _register_varlen() -> None:
                                  True, left=left, right=right)
 
 
-_register_varlen()
+LATE["torch_attn"] = _register_varlen
 
 
 # --- convolution backward (torch's formula ignores groups: depthwise convs come out

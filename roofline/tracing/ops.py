@@ -296,12 +296,21 @@ def register_no_flops(category: Category | str, *ops: Any, bytes_rule: BytesRule
                                    backward=_backward(packet, backward))
 
 
+#: Formulas of ops that exist only once some module defines them (op namespace ->
+#: the function registering them), registered when the first of them is looked up.
+LATE: dict[str, Callable[[], None]] = {}
+
+
 def lookup(func: Any) -> OpInfo | None:
     """The registry entry for an op overload, ours first, then torch's formulas."""
     packet = func.overloadpacket
     info = _REGISTRY.get(packet)
     if info is not None:
         return info
+    late = LATE.pop(getattr(packet, "_qualified_op_name", "").split("::")[0], None)
+    if late is not None:
+        late()
+        return lookup(func)
     formula = flop_counter.flop_registry.get(packet)
     name = getattr(packet, "__name__", "")
     category = _TORCH_CATEGORIES.get(name)

@@ -19,6 +19,7 @@ from roofline.presentation.plots.chart import (
     place_labels,
     roofs,
 )
+from roofline.presentation.serving import where
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -114,7 +115,7 @@ def serving_batch_curve(serving: Serving, batches: list[int] | None = None,
         if cap.max_batch:
             wall = cap.max_batch + 0.5
             ax.axvline(wall, color=WALL_COLOR, lw=1.5, gid="wall",
-                       label=f"capacity: {cap.max_batch} sequences fit {cap.device}")
+                       label=f"capacity: {cap.max_batch} sequences fit {where(s)}")
             ax.axvspan(wall, hi, color=WALL_COLOR, alpha=0.07, lw=0)
         asked = float(s.trace.batch)
         ax.plot([asked], [np.interp(asked, b, rate)], "*", ms=12, color="#332288",
@@ -125,9 +126,10 @@ def serving_batch_curve(serving: Serving, batches: list[int] | None = None,
         ax.spines[["top", "right"]].set_visible(False)
         ax.legend(frameon=False, **({"loc": "upper left"} if given is not None
                                     else legend_spot(ax, given)))
-        ax.set_title(f"{s.trace.model} on {s.device.name}: decode throughput against batch "
-                     f"(KV {si(s.trace.kv_bytes_per_sequence, 'B')} per sequence, weights "
-                     f"{si(s.trace.parameter_bytes, 'B')})", loc="left", fontsize=9)
+        per_gpu = " per GPU" if s.trace.tensor_parallel > 1 else ""
+        ax.set_title(f"{s.trace.model} on {where(s)}: decode throughput against batch\n"
+                     f"KV {si(s.trace.kv_bytes_per_sequence, 'B')} per sequence, weights "
+                     f"{si(s.trace.parameter_bytes, 'B')}{per_gpu}", loc="left", fontsize=9)
     return ax
 
 
@@ -208,7 +210,7 @@ def serving_roofline(serving: Serving, ax: Axes | None = None, top: int = 6) -> 
         ax.grid(True, which="major", lw=0.4, alpha=0.4)
         _legend(ax, rs, given)
         st = s.trace
-        ax.set_title(f"{st.model} on {s.device.name}: prefill ({st.batch} x "
+        ax.set_title(f"{st.model} on {where(s)}: prefill ({st.batch} x "
                      f"{st.prompt_tokens} tokens) and decode (batch {st.batch}, "
                      f"{st.contexts[-1]} cached tokens)\none point per layer op group, area "
                      "~ share of its phase's time", loc="left", fontsize=9)
