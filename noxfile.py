@@ -47,7 +47,8 @@ def notebooks(session: nox.Session) -> None:
 # about 70 s). The long ones are named:
 # ``nox -s benchmarks -- thread_scaling`` (about 40 minutes), ``published`` (needs the
 # ../shared/validation data; ``"published --trace-cache DIR"`` keeps its 80 traces between
-# runs), ``gpu`` (a GPU; ``gpu --device cpu`` is its dry run).
+# runs), ``gpu`` (a GPU; ``gpu --device cpu`` is its dry run), ``suite_time`` (today's
+# tests against an earlier commit's, by name; about 8 minutes).
 QUICK_BENCHMARKS = ("the_answer", "capture_overhead --quick", "memory", "scaling")
 
 
