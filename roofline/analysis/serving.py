@@ -97,11 +97,13 @@ def _bound_seconds(a: Analysis, communication: float = 0.0) -> np.ndarray:
 
 def cost_step(t: Trace, spec: DeviceSpec, **options: Any) -> tuple[Analysis, float]:
     """One serving step on ``spec``: its analysis, and the seconds its collectives add (a
-    tensor-parallel rank's all-reduces, costed and scheduled by :func:`roofline.parallel`:
-    the compute after each waits for it)."""
+    tensor-parallel rank's all-reduces, costed and scheduled by :func:`roofline.parallel`).
+    The analysis's assumptions then include the interconnect's (which link, at what
+    rate)."""
     if not any(op.collective is not None for op in t.ops):
         return analyze(t, spec, **options), 0.0
     p = parallel(t, spec, **options)
+    p.analysis.assumptions[:] = p.assumptions
     return p.analysis, p.exposed_communication_seconds
 
 
@@ -247,12 +249,14 @@ class Serving:
         if self.capacity is not None:
             fit = (f"; batch {st.batch} {'fits' if self.capacity.fits else 'does NOT fit'}, "
                    f"at most {self.capacity.max_batch}")
-        return (f"Serving({st.model} on {self.device.name}, batch {st.batch}, "
+        gpus = f"{st.tensor_parallel} x " if st.tensor_parallel > 1 else ""
+        return (f"Serving({st.model} on {gpus}{self.device.name}, batch {st.batch}, "
                 f"{st.prompt_tokens} + {st.new_tokens} tokens: TTFT "
                 f"{si(self.ttft_seconds, 's')} ({_lead(self.prefill_bounds())}), TPOT "
                 f"{si(self.mean_tpot_seconds, 's')} ({_lead(self.decode_bounds())}), "
                 f"{self.tokens_per_s:.4g} tokens/s ({self.tokens_per_s_per_sequence:.4g} per "
-                f"sequence); KV {si(st.kv_bytes_per_token, 'B')}/token{fit})")
+                f"sequence); KV {si(st.kv_bytes_per_token, 'B')}/token"
+                f"{' per GPU' if st.tensor_parallel > 1 else ''}{fit})")
 
 
 def _lead(bounds: dict[str, dict[str, float]]) -> str:

@@ -106,6 +106,11 @@ class HFModel:
 
     def tp_plan(self, shards: int) -> dict[str, Any]:
         """The model's own tensor-parallel plan as torch's styles, for ``shards`` GPUs."""
+        from transformers import StaticCache
+
+        if "max_batch_size" in _parameters(StaticCache.__init__):
+            raise ValueError("tensor-parallel serving needs transformers 5 (its StaticCache "
+                             "takes the rank's share of the KV heads)")
         return hf_tp_plan(self.model, shards, self.kv_heads)
 
     def decode(self, batch: int, context: int, shards: int = 1) -> Step:
@@ -114,9 +119,6 @@ class HFModel:
         slots = context + 1
         params = _parameters(StaticCache.__init__)
         if "max_batch_size" in params:  # transformers 4.x allocates up front
-            if shards > 1:
-                raise ValueError("tensor-parallel serving needs transformers 5 (its "
-                                 "StaticCache takes the rank's KV heads)")
             cache = StaticCache(config=self.config, max_batch_size=batch, max_cache_len=slots,
                                 device="cpu", dtype=self.dtype)
         else:

@@ -309,7 +309,9 @@ def lookup(func: Any) -> OpInfo | None:
         return info
     late = LATE.pop(getattr(packet, "_qualified_op_name", "").split("::")[0], None)
     if late is not None:
+        before = dict(_REGISTRY)
         late()
+        _REGISTRY.update(before)  # a formula registered before (the user's) wins
         return lookup(func)
     formula = flop_counter.flop_registry.get(packet)
     name = getattr(packet, "__name__", "")

@@ -203,8 +203,9 @@ def trace_serving(model: Any, *, prompt_tokens: int, new_tokens: int, batch: int
         time of a decode step is affine in its context).
     tensor_parallel : split the model over this many GPUs, as serving engines'
         ``tensor_parallel_size`` does: attention heads and MLP columns split, two
-        all-reduces per layer (a transformers model by its own ``_tp_plan``). Rank 0's
-        steps are traced on a fake process group; every rank runs the same.
+        all-reduces per layer, and (a transformers model, by its own ``_tp_plan``) the
+        embedding's all-reduce and the head's all-gather. Rank 0's steps are traced on a
+        fake process group; every rank runs the same.
 
     Raises
     ------

@@ -347,7 +347,32 @@ def _tp(model: nn.Module, options: Parallel, wrapping: Wrapping) -> nn.Module:
             "gives no speedup. Use parallel='ddp' or 'fsdp' (--parallel ddp|fsdp), or pass "
             "a plan", RooflineWarning)
         return model
-    return parallelize_module(model, wrapping.mesh, plan)
+    tied = _tied(model)
+    wrapped = parallelize_module(model, wrapping.mesh, plan)
+    _retie(tied)
+    return wrapped
+
+
+def _tied(model: nn.Module) -> list[list[tuple[nn.Module, str]]]:
+    """Parameters held by more than one module (tied embeddings): (module, name) each."""
+    owners: dict[int, list[tuple[nn.Module, str]]] = {}
+    for module in model.modules():
+        for name, p in module.named_parameters(recurse=False):
+            owners.setdefault(id(p), []).append((module, name))
+    return [group for group in owners.values() if len(group) > 1]
+
+
+def _retie(tied: list[list[tuple[nn.Module, str]]]) -> None:
+    """Tie again what ``parallelize_module`` split into one shard per module (it registers
+    each module's sharded weight anew): an embedding split by vocabulary rows and a head
+    split by its output rows hold the same shard, once."""
+    for (first, name), *rest in tied:
+        kept = getattr(first, name)
+        for module, other in rest:
+            p = getattr(module, other)
+            if p is not kept and p.shape == kept.shape and getattr(
+                    p, "placements", None) == getattr(kept, "placements", None):
+                setattr(module, other, kept)
 
 
 #: The strategies :func:`roofline.trace` can wrap a model in, by name.
