@@ -329,10 +329,10 @@ def serve(model: Any, device: str | DeviceSpec, *, prompt_tokens: int | None = N
         :class:`~roofline.tracing.serving.ServingTrace` (traced once, costed on any
         device; then the trace's own tokens, batch and dtypes are used).
     device : a registry name or a DeviceSpec.
-    prompt_tokens, new_tokens, batch, dtype, kv_dtype, weight_dtype, contexts,
-    tensor_parallel : as :func:`roofline.trace_serving` (``batch`` and
-        ``tensor_parallel`` default to 1). Under tensor parallelism ``device`` is each
-        GPU's, and the all-reduces are costed on its interconnect.
+    prompt_tokens, new_tokens, batch, dtype, kv_dtype, weight_dtype, contexts : as
+        :func:`roofline.trace_serving` (``batch`` defaults to 1).
+    tensor_parallel : as :func:`roofline.trace_serving` (default 1). ``device`` is then
+        each GPU's, and the collectives are costed on its interconnect.
     capacity : also find how many sequences fit (traces the decode step at a few more
         batches; ``Serving.capacity``; None on a device with no memory size). A batch
         that does not fit is still costed, as if it did, with a :class:`RooflineWarning`.
