@@ -27,7 +27,7 @@ from roofline.analysis.fit import (
     fits,
 )
 from roofline.analysis.memory import MemoryReport, memory
-from roofline.analysis.parallel import step_seconds
+from roofline.analysis.parallel import step_cost
 from roofline.hardware import DeviceSpec, get_device, list_devices
 from roofline.tracing.records import Trace
 
@@ -272,7 +272,8 @@ def max_batch(build: Callable[[int], Trace], device: str | DeviceSpec, *,
             RooflineWarning)
     lo = search.bracket()
     builds = search.builds
-    seconds = {b: step_seconds(builds.traces[b], spec, **options) for b in builds.reports}
+    costs = {b: step_cost(builds.traces[b], spec, **options) for b in builds.reports}
+    seconds = {b: a.seconds + communication for b, (a, communication) in costs.items()}
     traced = {b: (search.required(b), seconds[b]) for b in sorted(builds.reports)}
     fit = fits(builds.report(lo), spec, context_bytes=context_bytes,
                workspace_bytes=workspace_bytes)

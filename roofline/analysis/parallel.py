@@ -274,12 +274,15 @@ def parallel(trace: Trace, device: str | DeviceSpec, *, nodes: int = 1,
         settings={"nics": nics, "nic_bits_per_s": nic_bits_per_s, **options})
 
 
-def step_seconds(trace: Trace, spec: DeviceSpec, **options: Any) -> float:
-    """A step's predicted seconds: :func:`parallel`'s (collectives costed and waited for)
-    when the trace holds collectives, else :func:`roofline.analyze`'s."""
-    if any(op.collective is not None for op in trace.ops):
-        return parallel(trace, spec, **options).seconds
-    return analyze(trace, spec, **options).seconds
+def step_cost(trace: Trace, spec: DeviceSpec, **options: Any) -> tuple[Analysis, float]:
+    """A step's analysis and the seconds its collectives add to it: those
+    :func:`parallel` schedules outside compute (0 for a trace with none). The analysis's
+    assumptions then name the interconnect they were costed on."""
+    if not any(op.collective is not None for op in trace.ops):
+        return analyze(trace, spec, **options), 0.0
+    p = parallel(trace, spec, **options)
+    p.analysis.assumptions[:] = p.assumptions
+    return p.analysis, p.exposed_communication_seconds
 
 
 def _world(trace: Trace, gpus: int | None) -> tuple[Trace, int, list[str]]:

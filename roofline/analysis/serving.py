@@ -32,10 +32,9 @@ from roofline._errors import RooflineWarning, warn
 from roofline._si import si
 from roofline.analysis.batch import MaxBatch, max_batch
 from roofline.analysis.fit import Fit, fits
-from roofline.analysis.parallel import parallel
-from roofline.analysis.timing import ROOFS, Analysis, analyze, ratio
+from roofline.analysis.parallel import step_cost
+from roofline.analysis.timing import ROOFS, Analysis, ratio
 from roofline.hardware import DeviceSpec, get_device
-from roofline.tracing.records import Trace
 from roofline.tracing.serving import CONTEXTS, ServingTrace, trace_serving
 
 #: The bounds a phase's time splits into: the roofs, host time, and the communication
@@ -95,18 +94,6 @@ def _bound_seconds(a: Analysis, communication: float = 0.0) -> np.ndarray:
     return np.array([rows.get(b, {}).get("seconds", 0.0) for b in BOUNDS])
 
 
-def cost_step(t: Trace, spec: DeviceSpec, **options: Any) -> tuple[Analysis, float]:
-    """One serving step on ``spec``: its analysis, and the seconds its collectives add (a
-    tensor-parallel rank's all-reduces, costed and scheduled by :func:`roofline.parallel`).
-    The analysis's assumptions then include the interconnect's (which link, at what
-    rate)."""
-    if not any(op.collective is not None for op in t.ops):
-        return analyze(t, spec, **options), 0.0
-    p = parallel(t, spec, **options)
-    p.analysis.assumptions[:] = p.assumptions
-    return p.analysis, p.exposed_communication_seconds
-
-
 def _split(seconds: np.ndarray) -> dict[str, dict[str, float]]:
     total = float(seconds.sum())
     return {b: {"seconds": float(s), "fraction": float(s) / total if total else 0.0}
@@ -142,6 +129,12 @@ class Serving:
     @property
     def device(self) -> DeviceSpec:
         return self.prefill.device
+
+    @property
+    def gpus_name(self) -> str:
+        """``H200 SXM``, or ``2 x H200 SXM`` when the model is split over GPUs."""
+        gpus = self.trace.tensor_parallel
+        return f"{gpus} x {self.device.name}" if gpus > 1 else self.device.name
 
     @property
     def ttft_seconds(self) -> float:
@@ -236,7 +229,7 @@ class Serving:
         asked = {whole("batch", int(b) if isinstance(b, np.integer) else b) for b in batches}
         for b in sorted(asked):
             t = self.trace.decode_step(b)
-            a, communication = cost_step(t, self.device, **self.options)
+            a, communication = step_cost(t, self.device, **self.options)
             seconds = a.seconds + communication
             fit = fits(t, self.device)
             rows.append({"batch": b, "seconds": seconds, "tokens_per_s": ratio(b, seconds),
@@ -249,8 +242,7 @@ class Serving:
         if self.capacity is not None:
             fit = (f"; batch {st.batch} {'fits' if self.capacity.fits else 'does NOT fit'}, "
                    f"at most {self.capacity.max_batch}")
-        gpus = f"{st.tensor_parallel} x " if st.tensor_parallel > 1 else ""
-        return (f"Serving({st.model} on {gpus}{self.device.name}, batch {st.batch}, "
+        return (f"Serving({st.model} on {self.gpus_name}, batch {st.batch}, "
                 f"{st.prompt_tokens} + {st.new_tokens} tokens: TTFT "
                 f"{si(self.ttft_seconds, 's')} ({_lead(self.prefill_bounds())}), TPOT "
                 f"{si(self.mean_tpot_seconds, 's')} ({_lead(self.decode_bounds())}), "
@@ -385,8 +377,8 @@ def _serving_trace(model: Any, **asked: Any) -> ServingTrace:
 def serve_trace(st: ServingTrace, spec: DeviceSpec, *, capacity: bool = True,
                 **options: Any) -> Serving:
     """:func:`serve` of a traced workload on a resolved device."""
-    prefill, prefill_comm = cost_step(st.prefill, spec, **options)
-    steps = {c: cost_step(t, spec, **options) for c, t in st.decode.items()}
+    prefill, prefill_comm = step_cost(st.prefill, spec, **options)
+    steps = {c: step_cost(t, spec, **options) for c, t in st.decode.items()}
     decode = {c: a for c, (a, _) in steps.items()}
     # a device with no memory size in the registry (a CPU) has no capacity to search
     cap = find_capacity(st, spec, **options) if capacity and spec.memory_bytes else None

@@ -151,24 +151,17 @@ class ServingComparison:
                 _datasheet(src_decode[0], dst_decode[0])),
         }
 
-    def _names(self) -> tuple[str, str]:
-        gpus = self.src.trace.tensor_parallel
-        each = f"{gpus} x " if gpus > 1 else ""
-        return each + self.src.device.name, each + self.dst.device.name
-
     def explain(self) -> str:
         """The speedups and their reasons, one line per phase."""
         r = self.reasons()
-        src, dst = self._names()
         return "\n".join([
-            f"{src} -> {dst}: {self.speedup:.2f}x for the "
+            f"{self.src.gpus_name} -> {self.dst.gpus_name}: {self.speedup:.2f}x for the "
             f"whole batch ({si(self.src.total_seconds, 's')} -> "
             f"{si(self.dst.total_seconds, 's')})",
             str(r["prefill"]), str(r["decode"])])
 
     def __repr__(self) -> str:
-        src, dst = self._names()
-        return (f"ServingComparison({src} -> {dst}: "
+        return (f"ServingComparison({self.src.gpus_name} -> {self.dst.gpus_name}: "
                 f"prefill {self.prefill_speedup:.2f}x, decode {self.decode_speedup:.2f}x, "
                 f"all {self.speedup:.2f}x)")
 

@@ -31,8 +31,7 @@ def workload(s: Serving) -> str:
 
 def where(s: Serving) -> str:
     """``H200 SXM``, or ``4 x H200 SXM (tensor parallel)``."""
-    gpus = s.trace.tensor_parallel
-    return f"{gpus} x {s.device.name} (tensor parallel)" if gpus > 1 else s.device.name
+    return s.gpus_name + (" (tensor parallel)" if s.trace.tensor_parallel > 1 else "")
 
 
 def _columns(s: Serving) -> tuple[str, ...]:
