@@ -6,8 +6,10 @@ Three parts, each printing its rows and then the median and 90th-percentile erro
    attention against measured per-shape tables, under CUDA graphs as they were measured:
    AIConfigurator's ``gemm_perf`` and ``generation_attention_perf`` (A100, H100, H200, B200)
    and vidur's Llama-2 GEMM profiles (A100, H100). The extracts are in
-   ``benchmarks/data/`` (README there), each row with its source. This is the baseline
-   for a bytes-in-flight model of small kernels: today's time model has none.
+   ``benchmarks/data/`` (README there), each row with its source. The attention rows are
+   also split, per device and batch, into a fixed cost per call and the rate the cache
+   streams at (a line through time against cache bytes), measured and predicted: the
+   check of the bytes-in-flight model (``roofline.analysis.inflight``).
 2. ``llamacpp``: llama.cpp's LLaMA-3 F16 rows of the shared validation file
    (``../shared/validation/published_throughput.csv``, never copied here; ``--data`` or
    ``ROOFLINE_VALIDATION_CSV`` overrides the path): generation of 1024 tokens at batch 1
@@ -139,8 +141,26 @@ def kernels() -> None:
     print("\nattention (32 query / 8 KV heads of 128, bf16 cache), predicted / measured:")
     print(attn.pivot_table(index=["batch", "kv_len"], columns="device", values="ratio")
           .round(2).to_string())
+    print("\nattention split into a fixed cost per call and the rate the cache streams at (a "
+          "line through each device and batch's rows: time = fixed + cache bytes / rate):")
+    print(_streaming(attn).round(2).to_string())
     for table_name, part in out.groupby("table"):
         print(f"  {table_name}: {errors(part.ratio)}")
+
+
+def _streaming(attn: pd.DataFrame) -> pd.DataFrame:
+    """Per device and batch, the least-squares line of time against K/V bytes read, for
+    the measured and the predicted times: its slope as TB/s, its intercept as µs."""
+    rows = []
+    for (device, batch), g in attn.groupby(["device", "batch"]):
+        cache = (g.batch * g.kv_heads * g.kv_len * g.head_dim * 2 * 2).to_numpy(float)
+        row: dict[str, Any] = {"device": device, "batch": batch}
+        for name, col in (("measured", "latency_us"), ("predicted", "predicted_us")):
+            slope, fixed = np.polyfit(cache, g[col].to_numpy(float), 1)
+            row[f"{name} TB/s"] = 1e-6 / slope
+            row[f"{name} fixed µs"] = fixed
+        rows.append(row)
+    return pd.DataFrame(rows).set_index(["device", "batch"])
 
 
 # --- serving predictions -------------------------------------------------------------------

@@ -63,6 +63,10 @@ class Options:
         Cost matmuls (``mm``, ``addmm``, ``bmm``...) with the GEMM time model fitted to the
         device's measured per-shape table, or its class's (``roofline.analysis.gemm``);
         ``False``: the matrix figure and the share of the chip the GEMM's tiles fill.
+    bytes_in_flight : bool
+        On a GPU with a measured DRAM latency, cap the bandwidth of an attention kernel
+        that launches too few thread blocks at the bytes they keep in flight over that
+        latency (Little's law; ``roofline.analysis.inflight``); ``False``: no cap.
     host_samples_per_s : float, optional
         A ceiling off the device, in samples per second (an input pipeline that delivers
         at most this many): the step takes at least ``batch / host_samples_per_s``
@@ -82,6 +86,7 @@ class Options:
     layout_transposes: bool = True
     gemm_shapes: bool = True
     kernel_passes: bool = True
+    bytes_in_flight: bool = True
     host_samples_per_s: float | None = None
 
     def __post_init__(self) -> None:
@@ -91,7 +96,7 @@ class Options:
                 raise ValueError(f"{name}={getattr(self, name)!r}: expected one of "
                                  f"{', '.join(map(repr, allowed))}")
         for name in ("tf32_matmul", "tf32_conv", "fp16_accumulate", "overhead", "graphs",
-                     "layout_transposes", "gemm_shapes", "kernel_passes"):
+                     "layout_transposes", "gemm_shapes", "kernel_passes", "bytes_in_flight"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if not _real(self.host_seconds) or not math.isfinite(self.host_seconds) \

@@ -58,7 +58,7 @@ import numpy as np
 
 from roofline._errors import RooflineWarning, warn
 from roofline._table import Rows
-from roofline.analysis import gemm, passes
+from roofline.analysis import gemm, inflight, passes
 from roofline.analysis.options import Options
 from roofline.analysis.rates import Pattern, Rates, access_pattern, dtype_key
 from roofline.hardware import DeviceSpec, get_device
@@ -458,6 +458,8 @@ def analyze_step(trace: Trace, spec: DeviceSpec, opts: Options, *,
     for i, fit in fitted.items():  # the weight-streaming rate and floor of the GEMM fit
         bandwidth[i] = spec.bandwidth_bytes_per_s * fit.bandwidth_share \
             * rates.efficiency["memory"]
+    if opts.bytes_in_flight and spec.kind == "gpu":
+        _cap_in_flight(trace, spec, rates, bandwidth)
     memory = moved / bandwidth
     overhead = np.zeros(n)
     if opts.overhead:  # (only then is a measured overhead figure used, and listed)
@@ -520,6 +522,28 @@ def _with_passes(trace: Trace, nbytes: np.ndarray, kernels: np.ndarray, rates: R
                    f"extra multiply, layer-norm weight gradients re-read): "
                    f"{moved / 1e9:.3g} GB more (kernel_passes=False: one read)")
     return nbytes, kernels
+
+
+def _cap_in_flight(trace: Trace, spec: DeviceSpec, rates: Rates,
+                   bandwidth: np.ndarray) -> None:
+    """Cap each modelled kernel's bandwidth at its bytes in flight over the DRAM latency
+    (:mod:`roofline.analysis.inflight`), in place; a note says how many were capped."""
+    latency = rates.figures.dram_latency() if rates.figures is not None else None
+    units = spec.compute_units or 0
+    if latency is None or not units:
+        return
+    capped = 0
+    for i, op in enumerate(trace.ops):
+        held = inflight.in_flight_bytes(op, units)
+        if held is not None and held / latency.value < bandwidth[i]:
+            bandwidth[i] = held / latency.value
+            capped += 1
+    if capped:
+        rates.used.setdefault("DRAM latency", latency)
+        rates.note(f"{capped} attention kernel(s) launch too few thread blocks to keep the "
+                   f"memory busy: their bytes stream at most at the bytes in flight over "
+                   f"the DRAM latency ({latency.value * 1e9:.0f} ns; Little's law, "
+                   f"roofline.analysis.inflight; bytes_in_flight=False: no cap)")
 
 
 def _drop_layout(trace: Trace, spec: DeviceSpec, opts: Options, roofs: np.ndarray,

@@ -1,0 +1,102 @@
+"""Bytes in flight: the bandwidth a kernel with few thread blocks can reach.
+
+DRAM answers a load one latency ``λ`` after it is issued, so a kernel that keeps ``F``
+bytes of loads in flight streams at most ``F / λ`` (Little's law), whatever the
+memory's bandwidth. A large kernel keeps far more in flight than the bandwidth-latency
+product (a few MB on HBM3); a decode step's attention over a short cache, at a small
+batch, may launch a few thread blocks that each wait on one tile at a time.
+
+Each op family's kernel grid is one small function of the op's shapes, registered by
+name (:func:`register`), that returns the bytes the kernel keeps in flight, or None
+where the kernel is not known. The grids follow PyTorch's CUDA sources:
+
+* flash attention (``F.scaled_dot_product_attention`` of 16-bit tensors with no mask,
+  head dim at most 256): ``flash_api.cpp`` (pytorch/pytorch@03b7c19dbe22). A decode
+  query (one token, more query than K/V heads) is folded into ``ngroups`` rows per K/V
+  head (``seqlenq_ngroups_swapped``); rows are cut in 64-row blocks, and the keys are
+  split over ``num_splits_heuristic`` chunks when batch x heads x row blocks fills less
+  than 80% of twice the SMs ("128 threads per block", two per SM). Tiles hold
+  ``block_n`` keys (256, 128 or 64 for head dims up to 64, 128 and 256); a block issues
+  its V tile before the Q K^T product and the next K tile after V has arrived
+  (``flash_fwd_kernel.h``), so about one tile is in flight at a time.
+* memory-efficient attention (a mask, or fp32): ``mem_eff_attention/kernels/cutlassF.h``
+  (pytorch/pytorch@5ef5abf4ca22): the first sm80 kernel whose ``kMaxK`` holds the head
+  dim, (64 queries, 64 keys) up to 64, (64, 128) up to 128, (32, 128) beyond; one block
+  per query block x head x batch, no split over keys; a block waits on one tile of
+  ``kKeysPerBlock`` keys at a time.
+
+Resident blocks are at most two per SM in both (the flash heuristic's own assumption).
+cuBLAS's GEMV and split-K grids are not public, so matmuls have no function here: the
+GEMM model's measured floor and bandwidth stand for them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from roofline.tracing.records import OpRecord
+
+InFlight = Callable[[OpRecord, int], "float | None"]
+_KERNELS: dict[str, InFlight] = {}
+
+#: Thread blocks resident per SM in the modelled kernels (flash_api.cpp: "we're using
+#: 128 threads per block", and the SM count is doubled for it).
+BLOCKS_PER_SM = 2
+_SIZE = {"float16": 2, "bfloat16": 2, "float32": 4}
+_SDPA = ("aten._scaled_dot_product_flash_attention_for_cpu.default",
+         "aten._scaled_dot_product_flash_attention.default",
+         "aten._scaled_dot_product_efficient_attention.default")
+
+
+def register(*names: str) -> Callable[[InFlight], InFlight]:
+    """Register the bytes-in-flight function of the ops ``names``."""
+    def wrap(fn: InFlight) -> InFlight:
+        for name in names:
+            _KERNELS[name] = fn
+        return fn
+    return wrap
+
+
+def in_flight_bytes(op: OpRecord, compute_units: int | None) -> float | None:
+    """Bytes ``op``'s GPU kernel keeps in flight on a chip of ``compute_units`` SMs, or
+    None when the kernel is not modelled."""
+    fn = _KERNELS.get(op.name)
+    return fn(op, compute_units) if fn is not None and compute_units else None
+
+
+def num_splits(rows: int, slots: int, n_blocks: int, max_splits: int = 128) -> int:
+    """flash_api.cpp's ``num_splits_heuristic``: the fewest key splits whose wave
+    efficiency is within 85% of the best (one split when the rows fill 80% of the slots)."""
+    if rows >= 0.8 * slots:
+        return 1
+    max_splits = min(max_splits, slots, n_blocks)
+    eff: dict[int, float] = {}
+    for s in range(1, max_splits + 1):
+        if s == 1 or math.ceil(n_blocks / s) != math.ceil(n_blocks / (s - 1)):
+            waves = rows * s / slots
+            eff[s] = waves / math.ceil(waves)
+    best = max(eff.values(), default=0.0)
+    return next((s for s, e in eff.items() if e >= 0.85 * best), 1)
+
+
+@register(*_SDPA)
+def _attention(op: OpRecord, sms: int) -> float | None:
+    shapes = op.input_shapes
+    if len(shapes) < 3 or any(len(s) != 4 for s in shapes[:3]) or op.dtype not in _SIZE:
+        return None
+    (b, h, lq, d), (_, h_kv, lk, _) = shapes[0], shapes[1]
+    size, masked = _SIZE[op.dtype], len(shapes) > 3 and bool(shapes[3])
+    flash = (op.name != _SDPA[2] and not masked and size == 2 and d <= 256)
+    slots = BLOCKS_PER_SM * sms
+    if flash:
+        if lq == 1 and h > h_kv:  # the query heads of a K/V head become its rows
+            lq, h = h // max(h_kv, 1), h_kv
+        block_n = 256 if d <= 64 else 128 if d <= 128 else 64
+        rows = b * h * math.ceil(lq / 64)
+        blocks = rows * num_splits(rows, slots, math.ceil(lk / block_n))
+        keys = block_n
+    else:
+        queries, keys = (64, 64) if d <= 64 else (64, 128) if d <= 128 else (32, 128)
+        blocks = math.ceil(lq / queries) * h * b
+    return float(min(blocks, slots) * keys * d * size)  # one K or V tile per block

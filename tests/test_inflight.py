@@ -1,0 +1,75 @@
+"""Bytes in flight (roofline.analysis.inflight): kernel grids from PyTorch's sources, and
+the Little's-law cap they put on an attention kernel's bandwidth."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import roofline
+from roofline.analysis.inflight import in_flight_bytes, num_splits
+from roofline.hardware.achievable import figures
+
+
+def test_num_splits_follows_the_heuristics_own_example() -> None:
+    # flash_api.cpp: "batch * n_heads = 48 and we have 108 SMs, having 2 splits
+    # (efficiency = 0.89) is better than having 3 splits (efficiency = 0.67)"
+    assert num_splits(48, 108, 64) == 2
+    assert num_splits(87, 108, 64) == 1  # 87 rows fill 80% of 108: no split
+    assert num_splits(8, 264, 9) == 9  # 8 rows, 9 key blocks: every block its own split
+
+
+def _decode(batch: int, kv_len: int, mask: bool) -> roofline.Trace:
+    """One decode step's attention, Llama-3-8B heads: 8 K/V heads, 4 query heads each."""
+    q = torch.empty(batch, 8, 4, 128, dtype=torch.bfloat16, device="meta")
+    k = torch.empty(batch, 8, kv_len, 128, dtype=torch.bfloat16, device="meta")
+    if not mask:
+        return roofline.trace(lambda q, k, v: F.scaled_dot_product_attention(q, k, v),
+                              q, k, k.clone(), fake=True)
+    m = torch.ones(batch, 1, 1, kv_len, dtype=torch.bool, device="meta")
+    return roofline.trace(lambda q, k, v, m: F.scaled_dot_product_attention(
+        q, k, v, attn_mask=m), q, k, k.clone(), m, fake=True)
+
+
+def _attention(trace: roofline.Trace) -> int:
+    return next(i for i, op in enumerate(trace.ops) if op.category == "attention")
+
+
+def test_grid_of_flash_and_memory_efficient_decode() -> None:
+    flash, masked = _decode(1, 1025, mask=False), _decode(1, 1025, mask=True)
+    # flash: 8 rows (the 4 query heads folded into each K/V head), 9 key blocks of 128,
+    # 9 splits; one 128 x 128 bf16 tile each
+    assert in_flight_bytes(flash.ops[_attention(flash)], 132) == 72 * 128 * 128 * 2
+    # memory-efficient (a mask): one block per 64 queries x head x batch, 128-key tiles
+    assert in_flight_bytes(masked.ops[_attention(masked)], 132) == 8 * 128 * 128 * 2
+    # no more blocks than two per SM
+    big = _decode(64, 4097, mask=True)
+    assert in_flight_bytes(big.ops[_attention(big)], 132) == 264 * 128 * 128 * 2
+    assert in_flight_bytes(masked.ops[_attention(masked)], None) is None
+
+
+def test_few_blocks_stream_at_bytes_in_flight_over_latency() -> None:
+    t = _decode(1, 1025, mask=True)
+    i = _attention(t)
+    capped = roofline.analyze(t, "h100")
+    free = roofline.analyze(t, "h100", bytes_in_flight=False)
+    latency = figures(roofline.get_device("h100")).dram_latency()
+    assert latency is not None
+    assert capped.bytes_per_s[i] == pytest.approx(8 * 128 * 128 * 2 / latency.value)
+    assert free.bytes_per_s[i] == pytest.approx(free.stream_bytes_per_s("read"))
+    assert capped.memory_seconds[i] > 3 * free.memory_seconds[i]
+    assert any("Little's law" in a for a in capped.assumptions)
+    assert not any("Little's law" in a for a in free.assumptions)
+    # the datasheet roofline has no latency, and a large grid is not capped
+    assert roofline.analyze(t, "h100", peaks="datasheet").bytes_per_s[i] \
+        == pytest.approx(roofline.get_device("h100").bandwidth_bytes_per_s)
+    big = _decode(64, 4097, mask=True)
+    j = _attention(big)
+    assert roofline.analyze(big, "h100").bytes_per_s[j] == pytest.approx(
+        roofline.analyze(big, "h100", bytes_in_flight=False).bytes_per_s[j])
+
+
+def test_bytes_in_flight_must_be_a_bool() -> None:
+    with pytest.raises(ValueError, match="bytes_in_flight"):
+        roofline.analyze(_decode(1, 65, mask=False), "h100", bytes_in_flight=1)
