@@ -31,7 +31,8 @@ import roofline
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "benchmarks" / "data" / "kernels"
 OUT = ROOT / "roofline" / "hardware" / "data" / "gemm.yaml"
-ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1}
+OUTPUT_BYTES = {"fp8": 2}  # an fp8 GEMM writes bf16; the others write their input dtype
 # Bounds of the search, physical rather than fitted: a weight-streaming GEMM moves its
 # bytes at 50-100% of DRAM bandwidth (streaming kernels reach 65-97% of it on the
 # registry's measured devices), and a kernel costs 1-20 us at the least (launch and
@@ -58,6 +59,12 @@ _AIC = ("ai-dynamo/aiconfigurator@095f58a51c4c:aic-core/src/aiconfigurator_core/
         "{dir}/gemm/{fw}/gemm_perf.parquet")
 _AIC_METHOD = ("AIConfigurator collector: torch F.linear (cuBLAS) of randn bf16 operands, "
                "weights copied past L2, CUDA-graph replay, mean of 6 replays after 3 warm-up")
+_AIC_FP8_METHOD = (
+    "AIConfigurator collector: TensorRT-LLM Linear with fp8 weights and per-tensor scales "
+    "(QuantAlgo.FP8), bf16 activations, weights copied past L2, CUDA-graph replay; the GEMM "
+    "alone derived as AIConfigurator derives its static-fp8 GEMM: minus the activation's "
+    "dynamic quantization (compute_scale and scale_matrix of the same m, k), floored at the "
+    "speed of light (benchmarks/data/kernels/extract_aic_gemm.py)")
 _DB = "baidu-research/DeepBench@da81ba782073:results/{{train,inference}}/DeepBench_NV_{file}.xlsx"
 _DB_METHOD = ("DeepBench gemm_bench (cublasSgemm/cublasGemmEx), mean of 400 back-to-back calls "
               "on the same operands after one warm-up; median over the transposes of a shape")
@@ -80,6 +87,15 @@ TABLES = [
     Table("GB200 (per GPU)", "bf16", "gemm_aic_gb200_per_gpu_bf16.csv.gz",
           _AIC.format(dir="gb200", fw="trtllm/1.3.0rc20"), _AIC_METHOD,
           "device 'NVIDIA GB200'; TensorRT-LLM 1.3.0rc20"),
+    *(Table(device, "fp8", f"gemm_aic_{name}_fp8.csv.gz",
+            _AIC.format(dir=folder, fw="trtllm/1.3.0rc20"), _AIC_FP8_METHOD,
+            f"device {aic!r}; TensorRT-LLM 1.3.0rc20; fp8 e4m3 in, bf16 out")
+      for device, name, folder, aic in (
+          ("H100 SXM", "h100_sxm", "h100_sxm", "NVIDIA H100 80GB HBM3"),
+          ("H200 SXM", "h200_sxm", "h200_sxm", "NVIDIA H200"),
+          ("L40S", "l40s", "l40s", "NVIDIA L40S"),
+          ("B200", "b200", "b200_sxm", "NVIDIA B200"),
+          ("GB200 (per GPU)", "gb200_per_gpu", "gb200", "NVIDIA GB200"))),
     Table("A40", "fp16", "gemm_vidur_a40_fp16.csv.gz",
           "microsoft/vidur@7d47513363ec:data/profiling/compute/a40/*/*/mlp.csv",
           "vidur MLP profiling: F.linear GEMMs of fp16 models (the attn/mlp projections), "
@@ -125,12 +141,18 @@ def peaks(device: str, dtype: str) -> tuple[float, float]:
     return peak, spec.bandwidth_bytes_per_s
 
 
+def gemm_bytes(m: np.ndarray, n: np.ndarray, k: np.ndarray, dtype: str) -> np.ndarray:
+    """Each operand read once and the output written once."""
+    size = ELEMENT_BYTES[dtype]
+    return size * (m * k + k * n) + OUTPUT_BYTES.get(dtype, size) * m * n
+
+
 def predict(m: np.ndarray, n: np.ndarray, k: np.ndarray, dtype: str, peak: float,
             bandwidth: float, efficiency: float, bandwidth_share: float,
             floor_seconds: float) -> np.ndarray:
     """The model's seconds for each shape (the same formula as roofline.analysis.gemm)."""
     flops = 2 * m * n * k
-    nbytes = ELEMENT_BYTES[dtype] * (m * k + k * n + m * n)
+    nbytes = gemm_bytes(m, n, k, dtype)
     return floor_seconds + np.maximum(flops / (efficiency * peak),
                                       nbytes / (bandwidth_share * bandwidth))
 
@@ -143,7 +165,7 @@ def fit(m: np.ndarray, n: np.ndarray, k: np.ndarray, seconds: np.ndarray, dtype:
         peak: float, bandwidth: float) -> tuple[float, float, float]:
     """(efficiency, bandwidth_share, floor_seconds) minimising the median |log error|."""
     flops = 2 * m * n * k
-    nbytes = ELEMENT_BYTES[dtype] * (m * k + k * n + m * n)
+    nbytes = gemm_bytes(m, n, k, dtype)
     effs = np.round(np.arange(0.20, 1.2001, 0.01), 2)
     shares = np.round(np.arange(BANDWIDTH_SHARES[0], BANDWIDTH_SHARES[1] + 1e-9, 0.02), 2)
     floors = np.round(np.geomspace(*FLOOR_SECONDS, 25), 9)

@@ -34,12 +34,12 @@ import torch
 from torch import nn
 
 import roofline
-from roofline.hardware.achievable import GEMM_DEFAULT_DTYPES, class_of
+from roofline.hardware.achievable import GEMM_DEFAULT_DTYPES, class_of, gemm_pool
 from roofline.hardware.measured import GemmFit
 from roofline.tracing.records import OpRecord, Trace
 
 sys.path.insert(0, str(Path(__file__).parent))
-from fit_gemm import ELEMENT_BYTES, TABLES, Table
+from fit_gemm import ELEMENT_BYTES, OUTPUT_BYTES, TABLES, Table
 
 DATA = Path(__file__).parent / "data" / "kernels"
 DATASHEET = {"peaks": "datasheet", "gemm_shapes": False, "overhead_model": "max"}
@@ -64,13 +64,14 @@ def _gemm_ops(m: np.ndarray, n: np.ndarray, k: np.ndarray, dtype: str,
         mi, ni, ki = int(m[i]), int(n[i]), int(k[i])
         lead = () if batch is None else (b,)
         ops.append(OpRecord(name, "matmul", "forward", "", _TORCH_NAME[dtype],
-                            2 * b * mi * ni * ki, e * b * (mi * ki + ki * ni), e * b * mi * ni,
+                            2 * b * mi * ni * ki, e * b * (mi * ki + ki * ni),
+                            OUTPUT_BYTES.get(dtype, e) * b * mi * ni,
                             input_shapes=((*lead, mi, ki), (*lead, ki, ni)),
                             output_shapes=((*lead, mi, ni),)))
     return ops
 
 
-_TORCH_NAME = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+_TORCH_NAME = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp8": "float8_e4m3fn"}
 
 
 def _errors(predicted: np.ndarray, measured: np.ndarray) -> tuple[float, float, float]:
@@ -87,8 +88,8 @@ def _seconds(ops: list[OpRecord], device: str | roofline.DeviceSpec, **options: 
 
 
 def held_out_spec(table: Table) -> roofline.DeviceSpec | None:
-    """The device with its own 16-bit fit replaced by the median of the other measured
-    devices of its vendor and class (None: no other member, or an fp32 table)."""
+    """The device with its own 16-bit or fp8 fit replaced by the median of the other measured
+    devices of its vendor and class, for that dtype (None: no other member, or fp32)."""
     spec = roofline.get_device(table.device)
     if table.dtype not in GEMM_DEFAULT_DTYPES or spec.achievable is None:
         return None
@@ -96,7 +97,8 @@ def held_out_spec(table: Table) -> roofline.DeviceSpec | None:
     for other in roofline.list_devices(vendor=spec.vendor):
         if other.name == spec.name or other.achievable is None:
             continue
-        fits = [f for d, f in other.achievable.gemm.items() if d in GEMM_DEFAULT_DTYPES]
+        fits = [f for d, f in other.achievable.gemm.items()
+                if d in GEMM_DEFAULT_DTYPES and gemm_pool(d) == gemm_pool(table.dtype)]
         if fits and class_of(other) == class_of(spec):
             others.append((other.name, fits[0]))
     if not others:
@@ -106,7 +108,8 @@ def held_out_spec(table: Table) -> roofline.DeviceSpec | None:
     fit = GemmFit(**median, shapes=1, median_error=0, p90_error=0,
                   source=f"leave-one-out median of {', '.join(n for n, _ in others)}",
                   method="benchmarks/kernels.py")
-    gemm = {d: f for d, f in spec.achievable.gemm.items() if d not in GEMM_DEFAULT_DTYPES}
+    gemm = {d: f for d, f in spec.achievable.gemm.items()
+            if d not in GEMM_DEFAULT_DTYPES or gemm_pool(d) != gemm_pool(table.dtype)}
     gemm[table.dtype] = fit
     return spec.with_overrides(achievable=spec.achievable.model_copy(update={"gemm": gemm}))
 

@@ -75,6 +75,29 @@ def test_a_device_without_a_table_gets_its_class_median() -> None:
     assert fig.floor_seconds == statistics.median(r.floor_seconds for r in sixteen)
 
 
+def test_fp8_matmuls_take_the_fp8_fit_and_its_class_median() -> None:
+    """An fp8 GEMM (fp8 in, bf16 out) on the H100 SXM takes its own fp8 row, of the 1,979
+    TFLOP/s fp8 peak; the H100 PCIe, with no table, the median of the fp8 rows of the
+    NVIDIA HBM datacentre devices, apart from their 16-bit rows."""
+    h100 = ROWS["H100 SXM"]["fp8"]
+    op = OpRecord("aten.mm.default", "matmul", "forward", "", "float8_e4m3fn",
+                  2 * 8192 ** 3, 2 * 8192 ** 2, 2 * 8192 ** 2, input_shapes=((8192, 8192),) * 2,
+                  output_shapes=((8192, 8192),))
+    a = roofline.analyze(Trace([op]), "H100 SXM")
+    assert str(a.engine[0]) == "matrix fp8"
+    assert a.op_seconds[0] == pytest.approx(
+        h100.floor_seconds + 2 * 8192 ** 3 / (h100.efficiency * 1978.9e12))
+    members = [name for name, rows in ROWS.items() if "fp8" in rows
+               if roofline.get_device(name).memory_type.startswith("HBM")]
+    assert members == ["H100 SXM", "H200 SXM", "B200", "GB200 (per GPU)"]
+    fig = figures(roofline.get_device("H100 PCIe")).gemm("fp8")
+    assert fig is not None and fig.origin == "class default"
+    assert fig.efficiency == statistics.median(ROWS[n]["fp8"].efficiency for n in members)
+    assert fig.floor_seconds == statistics.median(ROWS[n]["fp8"].floor_seconds for n in members)
+    sixteen = figures(roofline.get_device("H100 PCIe")).gemm("bf16")
+    assert sixteen is not None and sixteen.efficiency != fig.efficiency
+
+
 @pytest.mark.parametrize(("device", "dtype"), [
     ("RTX 4090", "bf16"),  # no measured consumer part: no class median
     ("MI300X", "bf16"),  # another vendor's library: NVIDIA's tables do not carry over
@@ -143,4 +166,4 @@ def test_a_bad_row_is_refused_naming_file_and_row(tmp_path: Path, row: str, says
 
 def test_the_shipped_file_is_the_one_the_registry_reads() -> None:
     assert GEMM_FILE.name == "gemm.yaml" and GEMM_FILE.exists()
-    assert len(ROWS) == 14 and sum(len(r) for r in ROWS.values()) == 16
+    assert len(ROWS) == 14 and sum(len(r) for r in ROWS.values()) == 21

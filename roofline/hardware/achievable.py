@@ -67,7 +67,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from roofline._si import si
-from roofline.hardware.measured import Achievable, Measured
+from roofline.hardware.measured import Achievable, GemmFit, Measured
 from roofline.hardware.measured import BandwidthPattern as Pattern
 from roofline.hardware.registry import _builtin  # the shipped data files only
 from roofline.hardware.spec import DEFAULT_LAUNCH_OVERHEAD_SECONDS, DeviceSpec
@@ -148,12 +148,18 @@ class Figure:
 
 
 #: The dtypes whose GEMM fits have class defaults (pooled: the same matrix units at the
-#: same peak), by vendor and class: the 16-bit matrix units. fp32 GEMMs
+#: same peak), by vendor and class: the 16-bit matrix units, and fp8 apart. fp32 GEMMs
 #: run on the CUDA cores, where parts of one class differ by 2x (one FP32 datapath per SM
 #: partition on Pascal, two on Ampere GA10x and Ada, which SGEMM fills to about 2/3:
 #: zzc0721/torch-performance-test-data@9d8282763726:database.md): no default carries over.
-GEMM_DEFAULT_DTYPES = frozenset({"bf16", "fp16"})
+GEMM_DEFAULT_DTYPES = frozenset({"bf16", "fp16", "fp8"})
 GEMM_PARTS = ("efficiency", "bandwidth_share", "floor_seconds")
+
+
+def gemm_pool(dtype: str) -> str:
+    """The class-default figure a GEMM fit of ``dtype`` pools into: ``"gemm"`` for the
+    16-bit matrix units (bf16 and fp16 share a peak), ``"gemm fp8"`` for fp8."""
+    return "gemm" if dtype in ("bf16", "fp16") else f"gemm {dtype}"
 
 
 @dataclass(frozen=True)
@@ -315,11 +321,13 @@ def _samples(spec: DeviceSpec, achievable: Achievable,
                           ("graph", achievable.graph_launch_overhead_seconds)):
         if overhead is not None:
             yield (_KIND_LABEL[spec.kind], "launch", key), overhead.value
-    sixteen = [fit for dtype, fit in achievable.gemm.items()
-               if dtype in GEMM_DEFAULT_DTYPES][:1]  # one per device: bf16 or fp16
-    for fit in sixteen:  # by vendor too: cuBLAS and hipBLASLt are other libraries
+    pooled: dict[str, GemmFit] = {}  # one per device and pool: bf16 or fp16, and fp8
+    for dtype, fit in achievable.gemm.items():
+        if dtype in GEMM_DEFAULT_DTYPES:
+            pooled.setdefault(gemm_pool(dtype), fit)
+    for pool, fit in pooled.items():  # by vendor too: cuBLAS and hipBLASLt are other libraries
         for part in GEMM_PARTS:
-            yield (f"{spec.vendor} {cls}", "gemm", part), getattr(fit, part)
+            yield (f"{spec.vendor} {cls}", pool, part), getattr(fit, part)
     latency = achievable.dram_latency_seconds
     if latency is not None and spec.kind == "gpu" and memory_family(spec) != "other":
         yield (f"{memory_family(spec)} GPU", "latency", ""), latency.value
@@ -417,8 +425,8 @@ class Figures:
 
     def gemm(self, dtype: Any) -> GemmFigure | None:
         """The GEMM time model for ``dtype``: fitted to this device's measured table (or
-        its fp16/bf16 sibling's, of the same datasheet peak); else, for 16-bit dtypes, the
-        class medians of each part; None when neither exists (the analysis then costs a
+        its fp16/bf16 sibling's, of the same datasheet peak); else, for 16-bit and fp8
+        dtypes, the class medians of each part; None when neither exists (the analysis then costs a
         GEMM at the matrix figure and the share of the chip it fills)."""
         key = canonical_dtype(dtype)
         spec = self._spec
@@ -437,7 +445,8 @@ class Figures:
                                   f"{own} shapes", fit.compute_units)
         if key not in GEMM_DEFAULT_DTYPES:
             return None
-        parts = [self._default("gemm", p, f"{spec.vendor} {self._class}") for p in GEMM_PARTS]
+        parts = [self._default(gemm_pool(key), p, f"{spec.vendor} {self._class}")
+                 for p in GEMM_PARTS]
         if not all(parts):
             return None
         eff, share, floor = (p.value for p in parts if p is not None)

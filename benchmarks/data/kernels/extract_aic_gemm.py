@@ -1,0 +1,94 @@
+"""Extract AIConfigurator's per-shape GEMM tables into ``gemm_aic_<device>_<dtype>.csv.gz``.
+
+Reads ``gemm_perf.parquet`` from a clone of ai-dynamo/aiconfigurator at the pinned commit
+(``git show``, so the working tree may be anywhere), keeps one ``gemm_dtype``, takes the
+median latency of each (m, n, k), and keeps at most 2,500 shapes, drawn with
+``numpy.random.default_rng(0)``. Columns: m, n, k, seconds. Needs pandas and pyarrow,
+which roofline does not depend on.
+
+fp8: the collector times TensorRT-LLM's ``Linear`` with FP8 weights and no input scale,
+so each time includes the dynamic quantization of the bf16 activation (collector/trtllm/
+collect_gemm.py). The GEMM alone is derived as AIConfigurator derives its static-FP8 GEMM
+(aic-core/rust/aiconfigurator-core/src/operators/gemm.rs): minus ``compute_scale`` and
+``scale_matrix`` of the same (m, k) (``quantize/.../computescale_perf.parquet`` and
+``scale_matrix_perf.parquet``), floored at the GEMM's speed of light, max(2 m n k / fp8
+peak, (m n + m k + n k) x 1 B / bandwidth), with the registry's datasheet peak and bandwidth.
+
+Usage: ``python benchmarks/data/kernels/extract_aic_gemm.py --repo PATH fp8 h100_sxm ...``
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+COMMIT = "095f58a51c4ca8e61b66ec108d86f223f8d559ce"
+ROOT = "aic-core/src/aiconfigurator_core/systems/data/{dir}/"
+PATH = ROOT + "gemm/trtllm/1.3.0rc20/gemm_perf.parquet"
+QUANT = ROOT + "quantize/trtllm/1.3.0rc20/{table}_perf.parquet"
+NAMES = {"h100_sxm": "h100_sxm", "h200_sxm": "h200_sxm", "b200_sxm": "b200",
+         "gb200": "gb200_per_gpu", "l40s": "l40s"}
+DEVICES = {"h100_sxm": "H100 SXM", "h200_sxm": "H200 SXM", "b200_sxm": "B200",
+           "gb200": "GB200 (per GPU)", "l40s": "L40S"}
+DTYPES = {"fp8": "fp8", "bf16": "bfloat16"}
+MAX_SHAPES = 2500
+
+
+def _read(repo: Path, path: str) -> pd.DataFrame:
+    blob = subprocess.run(["git", "-C", str(repo), "show", f"{COMMIT}:{path}"],
+                          check=True, capture_output=True).stdout
+    return pd.read_parquet(io.BytesIO(blob))
+
+
+def _static_fp8(repo: Path, device_dir: str, df: pd.DataFrame) -> pd.DataFrame:
+    """The fp8 rows less the activation's dynamic quantization, floored at the GEMM's
+    speed of light (latencies in ms)."""
+    import roofline
+
+    spec = roofline.get_device(DEVICES[device_dir])
+    peak = spec.peak_flops_per_s("fp8", "matrix")
+    assert peak is not None
+    for table in ("computescale", "scale_matrix"):
+        q = _read(repo, QUANT.format(dir=device_dir, table=table))
+        q = q[q.quant_dtype == "fp8"].groupby(["m", "k"], as_index=False).latency.median()
+        df = df.merge(q.rename(columns={"latency": table}), on=["m", "k"], how="inner")
+    m, n, k = (df[c].astype(float) for c in ("m", "n", "k"))
+    sol_ms = 1e3 * np.maximum(2 * m * n * k / peak,
+                              (m * n + m * k + n * k) / spec.bandwidth_bytes_per_s)
+    return df.assign(latency=np.maximum(sol_ms, df.latency - df.computescale - df.scale_matrix))
+
+
+def extract(repo: Path, device_dir: str, dtype: str) -> pd.DataFrame:
+    df = _read(repo, PATH.format(dir=device_dir))
+    df = df[df.gemm_dtype == DTYPES[dtype]]
+    if dtype == "fp8":
+        df = _static_fp8(repo, device_dir, df)
+    shapes = df.groupby(["m", "n", "k"], as_index=False).latency.median()
+    if len(shapes) > MAX_SHAPES:
+        keep = np.sort(np.random.default_rng(0).choice(len(shapes), MAX_SHAPES, replace=False))
+        shapes = shapes.iloc[keep]
+    return pd.DataFrame({"m": shapes.m, "n": shapes.n, "k": shapes.k,
+                         "seconds": shapes.latency / 1e3})  # the tables' latency is in ms
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repo", type=Path, required=True,
+                        help="a clone of ai-dynamo/aiconfigurator")
+    parser.add_argument("dtype", choices=sorted(DTYPES))
+    parser.add_argument("devices", nargs="+", choices=sorted(NAMES))
+    args = parser.parse_args()
+    for device in args.devices:
+        out = Path(__file__).parent / f"gemm_aic_{NAMES[device]}_{args.dtype}.csv.gz"
+        table = extract(args.repo, device, args.dtype)
+        table.to_csv(out, index=False, compression={"method": "gzip", "mtime": 0})
+        print(f"{out.name}: {len(table)} shapes")
+
+
+if __name__ == "__main__":
+    main()
