@@ -47,6 +47,11 @@ def test_grid_of_flash_and_memory_efficient_decode() -> None:
     big = _decode(64, 4097, mask=True)
     assert in_flight_bytes(big.ops[_attention(big)], 132) == 264 * 128 * 128 * 2
     assert in_flight_bytes(masked.ops[_attention(masked)], None) is None
+    q = torch.empty(1, 8, 4, 128, device="meta")
+    k = torch.empty(1, 8, 1025, 128, device="meta")
+    fp32 = roofline.trace(lambda q, k, v: F.scaled_dot_product_attention(q, k, v), q, k,
+                          k.clone(), fake=True)
+    assert in_flight_bytes(fp32.ops[_attention(fp32)], 132) is None  # other tiles: no model
 
 
 def test_few_blocks_stream_at_bytes_in_flight_over_latency() -> None:

@@ -18,14 +18,18 @@ where the kernel is not known. The grids follow PyTorch's CUDA sources:
   than 80% of twice the SMs ("128 threads per block", two per SM). Tiles hold
   ``block_n`` keys (256, 128 or 64 for head dims up to 64, 128 and 256); a block issues
   its V tile before the Q K^T product and the next K tile after V has arrived
-  (``flash_fwd_kernel.h``), so about one tile is in flight at a time.
-* memory-efficient attention (a mask, or fp32): ``mem_eff_attention/kernels/cutlassF.h``
-  (pytorch/pytorch@5ef5abf4ca22): the first sm80 kernel whose ``kMaxK`` holds the head
+  (``flash_fwd_kernel.h``, pytorch/pytorch@1383ac0afe80, ``compute_attn_1rowblock``'s
+  loop), so one tile is in flight at a time.
+* memory-efficient attention (16-bit tensors with a mask): ``mem_eff_attention/kernels/
+  cutlassF.h`` (pytorch/pytorch@5ef5abf4ca22): the first sm80 kernel whose ``kMaxK`` holds the head
   dim, (64 queries, 64 keys) up to 64, (64, 128) up to 128, (32, 128) beyond; one block
-  per query block x head x batch, no split over keys; a block waits on one tile of
-  ``kKeysPerBlock`` keys at a time.
+  per query block x head x batch, no split over keys (``kernel_forward.h``,
+  pytorch/pytorch@01b4eaefe431: ``getBlocksGrid``). A block streams K through a 4-stage
+  pipeline of 32-wide slices of the head dim (three slices of 128 keys in flight: 24 KiB)
+  and preloads V (``kPreloadV``): about one tile of ``kKeysPerBlock`` keys in flight.
 
 Resident blocks are at most two per SM in both (the flash heuristic's own assumption).
+fp32 attention (other tiles) is not modelled.
 cuBLAS's GEMV and split-K grids are not public, so matmuls have no function here: the
 GEMM model's measured floor and bandwidth stand for them.
 """
@@ -43,7 +47,7 @@ _KERNELS: dict[str, InFlight] = {}
 #: Thread blocks resident per SM in the modelled kernels (flash_api.cpp: "we're using
 #: 128 threads per block", and the SM count is doubled for it).
 BLOCKS_PER_SM = 2
-_SIZE = {"float16": 2, "bfloat16": 2, "float32": 4}
+_SIZE = {"float16": 2, "bfloat16": 2}
 _SDPA = ("aten._scaled_dot_product_flash_attention_for_cpu.default",
          "aten._scaled_dot_product_flash_attention.default",
          "aten._scaled_dot_product_efficient_attention.default")
@@ -87,7 +91,7 @@ def _attention(op: OpRecord, sms: int) -> float | None:
         return None
     (b, h, lq, d), (_, h_kv, lk, _) = shapes[0], shapes[1]
     size, masked = _SIZE[op.dtype], len(shapes) > 3 and bool(shapes[3])
-    flash = (op.name != _SDPA[2] and not masked and size == 2 and d <= 256)
+    flash = op.name != _SDPA[2] and not masked and d <= 256
     slots = BLOCKS_PER_SM * sms
     if flash:
         if lq == 1 and h > h_kv:  # the query heads of a K/V head become its rows
