@@ -3,6 +3,7 @@ the Little's-law cap they put on an attention kernel's bandwidth."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -10,6 +11,7 @@ import torch.nn.functional as F
 import roofline
 from roofline.analysis.inflight import in_flight_bytes, num_splits
 from roofline.hardware.achievable import figures
+from roofline.tracing.records import OpRecord, Trace
 
 
 def test_num_splits_follows_the_heuristics_own_example() -> None:
@@ -78,3 +80,14 @@ def test_few_blocks_stream_at_bytes_in_flight_over_latency() -> None:
 def test_bytes_in_flight_must_be_a_bool() -> None:
     with pytest.raises(ValueError, match="bytes_in_flight"):
         roofline.analyze(_decode(1, 65, mask=False), "h100", bytes_in_flight=1)
+
+
+def test_an_empty_batch_costs_nothing_and_no_nan() -> None:
+    """A grid of no blocks keeps nothing in flight and moves nothing: no cap, no 0 / 0."""
+    op = OpRecord("aten._scaled_dot_product_flash_attention_for_cpu.default", "attention",
+                  "forward", "", "bfloat16", 0, 0, 0,
+                  input_shapes=((0, 8, 4, 128), (0, 8, 1025, 128), (0, 8, 1025, 128),
+                                (0, 1, 1, 1025)), output_shapes=((0, 8, 4, 128),))
+    assert in_flight_bytes(op, 132) == 0
+    a = roofline.analyze(Trace([op]), "h100")
+    assert np.isfinite(a.bytes_per_s).all() and a.memory_seconds[0] == 0

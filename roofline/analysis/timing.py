@@ -535,7 +535,7 @@ def _cap_in_flight(trace: Trace, spec: DeviceSpec, rates: Rates,
     capped = 0
     for i, op in enumerate(trace.ops):
         held = inflight.in_flight_bytes(op, units)
-        if held is not None and held / latency.value < bandwidth[i]:
+        if held and held / latency.value < bandwidth[i]:  # an empty grid moves nothing
             bandwidth[i] = held / latency.value
             capped += 1
     if capped:
