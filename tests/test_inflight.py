@@ -63,18 +63,34 @@ def test_few_blocks_stream_at_bytes_in_flight_over_latency() -> None:
     free = roofline.analyze(t, "h100", bytes_in_flight=False)
     latency = figures(roofline.get_device("h100")).dram_latency()
     assert latency is not None
-    assert capped.bytes_per_s[i] == pytest.approx(8 * 128 * 128 * 2 / latency.value)
-    assert free.bytes_per_s[i] == pytest.approx(free.stream_bytes_per_s("read"))
-    assert capped.memory_seconds[i] > 3 * free.memory_seconds[i]
+    moved = t.ops[i].bytes
+    assert capped.latency_seconds[i] == pytest.approx(moved * latency.value / (8 * 128 * 128 * 2))
+    assert capped.memory_seconds[i] == pytest.approx(free.memory_seconds[i])
+    assert capped.latency_seconds[i] > 3 * capped.memory_seconds[i]
+    assert capped.bound[i] == "latency" and free.bound[i] != "latency"
+    assert "latency" in capped.by_bound() and "latency" not in free.by_bound()
     assert any("Little's law" in a for a in capped.assumptions)
     assert not any("Little's law" in a for a in free.assumptions)
-    # the datasheet roofline has no latency, and a large grid is not capped
-    assert roofline.analyze(t, "h100", peaks="datasheet").bytes_per_s[i] \
-        == pytest.approx(roofline.get_device("h100").bandwidth_bytes_per_s)
+    # the datasheet roofline has no latency, and a large grid keeps enough in flight
+    assert roofline.analyze(t, "h100", peaks="datasheet").latency_seconds[i] == 0
     big = _decode(64, 4097, mask=True)
     j = _attention(big)
-    assert roofline.analyze(big, "h100").bytes_per_s[j] == pytest.approx(
-        roofline.analyze(big, "h100", bytes_in_flight=False).bytes_per_s[j])
+    a = roofline.analyze(big, "h100")
+    assert a.bound[j] == "memory" and a.latency_seconds[j] < a.memory_seconds[j]
+
+
+def test_more_bandwidth_does_not_lower_the_latency_roof() -> None:
+    """Twice the bandwidth halves a streaming kernel's time, not a latency-bound one's; the
+    explanation says which."""
+    t = _decode(1, 4097, mask=True)
+    i = _attention(t)
+    w = roofline.what_if(t, "h100", bandwidth=2)
+    assert w.dst.op_seconds[i] == pytest.approx(w.src.op_seconds[i])
+    assert "waits on DRAM latency (attention" in roofline.explain(w)
+    flash = _decode(64, 4097, mask=False)
+    j = _attention(flash)
+    w = roofline.what_if(flash, "h100", bandwidth=2)
+    assert w.dst.memory_seconds[j] == pytest.approx(w.src.memory_seconds[j] / 2)
 
 
 def test_bytes_in_flight_must_be_a_bool() -> None:

@@ -20,10 +20,11 @@ from roofline.analysis.parallel import ParallelAnalysis, Scaling, parallel, scal
 from roofline.analysis.reasons import Reasons
 from roofline.analysis.serving import Capacity, Serving, serve
 from roofline.analysis.serving_compare import PhaseReason, ServingComparison
-from roofline.analysis.timing import BOUNDS, ROOFS, Analysis, analyze
+from roofline.analysis.timing import ALWAYS_SHOWN, BOUNDS, ROOFS, Analysis, analyze
 from roofline.analysis.validate import MismatchError, Validation, validate
 
-__all__ = ["BOUNDS", "ROOFS", "Analysis", "BatchComparison", "Capacity", "Comparison", "Fit",
+__all__ = ["ALWAYS_SHOWN", "BOUNDS", "ROOFS", "Analysis", "BatchComparison", "Capacity",
+           "Comparison", "Fit",
            "MaxBatch", "MemoryReport", "MismatchError", "Options", "ParallelAnalysis",
            "PhaseReason", "Reasons", "Scaling", "Serving", "ServingComparison",
            "Validation", "analyze",

@@ -54,7 +54,7 @@ def kind(src: Analysis, dst: Analysis) -> str:
     figures = "measured" if measured_only(src) and measured_only(dst) else "class default"
     bounds = src.by_bound()
     compute = bounds.get("compute", {}).get("seconds", 0.0)
-    memory = bounds.get("memory", {}).get("seconds", 0.0)
+    memory = sum(bounds.get(b, {}).get("seconds", 0.0) for b in ("memory", "latency"))
     return f"{figures}, {'compute' if compute >= memory else 'memory'}-bound"
 
 

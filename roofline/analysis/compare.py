@@ -18,7 +18,7 @@ from roofline.analysis.serving_compare import (
     compare_serving,
     what_if_serving,
 )
-from roofline.analysis.timing import LIMITS, ROOFS, Analysis, analyze, ratio
+from roofline.analysis.timing import ALWAYS_SHOWN, LIMITS, ROOFS, Analysis, analyze, ratio
 from roofline.analysis.validate import check_same_ops
 from roofline.hardware import DeviceSpec, get_device
 from roofline.tracing.measure import Measurement
@@ -104,7 +104,7 @@ class Comparison:
         bounds = np.array(self.src.bound, dtype=object)
         src_s, dst_s = self.src.op_seconds, self.dst.op_seconds
         out = {b: self._row(float(src_s[bounds == b].sum()), float(dst_s[bounds == b].sum()))
-               for b in ROOFS}
+               for b in ROOFS if b in ALWAYS_SHOWN or (bounds == b).any()}
         if self.src.host_seconds:
             out["host"] = {**self._row(self.src.host_seconds, self.dst.host_seconds),
                            "saved_fraction": 0.0}

@@ -81,6 +81,9 @@ class PhaseReason:
         if bound == "overhead":
             return (f"{r:.2f}x faster kernel launches" if r >= 1
                     else f"{1 / r:.2f}x slower kernel launches")
+        if bound == "latency":
+            return (f"{r:.2f}x shorter DRAM latency" if r >= 1
+                    else f"{1 / r:.2f}x longer DRAM latency")
         sheet = self.datasheet_ratios.get(bound)
         extra = f" (datasheets: {sheet:.2f}x)" if sheet and abs(sheet - r) > 0.005 else ""
         return f"{r:.2f}x {_ROOF_WORDS[bound]}{extra}"
@@ -88,7 +91,7 @@ class PhaseReason:
 
 def _roof_ratios(src: Sequence[Analysis], dst: Sequence[Analysis]) -> dict[str, float]:
     out = {}
-    for roof in ("compute", "memory", "overhead"):
+    for roof in ("compute", "memory", "latency", "overhead"):
         a = float(sum(x.roof(roof).sum() for x in src))
         b = float(sum(x.roof(roof).sum() for x in dst))
         out[roof] = ratio(a, b)

@@ -8,8 +8,9 @@ pattern streams at) and per-kernel overhead ``a``::
 
     compute_seconds  = flops / (P * fill)
     memory_seconds   = bytes / B
+    latency_seconds  = bytes / (F / λ)      (kernels with few thread blocks only)
     overhead_seconds = kernels * a
-    seconds          = overhead_seconds + max(compute_seconds, memory_seconds)
+    seconds          = overhead_seconds + max(compute_seconds, memory_seconds, latency_seconds)
 
 and the op's bound is the largest of the three. This is the form small-kernel
 microbenchmarks fit, ``T = a + V / b`` (te42kyfo/gpu-benches, gpu-small-kernels): the
@@ -18,8 +19,11 @@ with it, and on the fastest devices a 10 MB kernel's transfer is comparable to i
 launch. ``a`` holds at least one DRAM latency ``λ`` (the first bytes a kernel asks for
 arrive after it), so a kernel moving ``V`` bytes reaches ``V / (a + V / B)``: Little's
 law, less than ``B`` until it keeps ``a B`` bytes (hundreds of KB on HBM parts) in
-flight. ``overhead_model="max"`` gives the classic form, ``seconds = max of the three``,
-with the spec's launch constant.
+flight. An attention kernel whose grid keeps only ``F`` bytes in flight (few thread
+blocks: a decode at a small batch) streams at most ``F / λ`` whatever the bandwidth: its
+``latency`` roof (:mod:`roofline.analysis.inflight`), which more bandwidth does not lower.
+``overhead_model="max"`` gives the classic form, ``seconds = max of the roofs``, with the
+spec's launch constant.
 
 ``P``, ``B`` and ``a`` are what the device was measured to reach, each with its source
 (``peaks="achievable"``, :mod:`roofline.hardware.achievable`; ``a`` no less than the
@@ -68,7 +72,9 @@ from roofline.hardware.engines import Engine
 from roofline.tracing.records import MATRIX_CATEGORIES, Category, OpRecord, Trace
 
 #: The roofs, in the order of :attr:`Analysis.roof_seconds`'s rows; also the bound names.
-ROOFS: tuple[str, ...] = ("compute", "memory", "overhead")
+ROOFS: tuple[str, ...] = ("compute", "memory", "latency", "overhead")
+#: Roofs listed by ``by_bound`` even at zero; the others only when some op is bound there.
+ALWAYS_SHOWN: tuple[str, ...] = ("compute", "memory", "overhead")
 #: Roofs whose time adds to the max of the others (``overhead_model="additive"``).
 ADDITIVE: tuple[str, ...] = ("overhead",)
 #: The same, for code that says "bound".
@@ -131,6 +137,12 @@ class Analysis:
     @property
     def memory_seconds(self) -> np.ndarray:
         return self.roof("memory")
+
+    @property
+    def latency_seconds(self) -> np.ndarray:
+        """Seconds of each op at its bytes in flight over the DRAM latency (0 where the
+        kernel's grid is not modelled or keeps enough in flight)."""
+        return self.roof("latency")
 
     @property
     def overhead_seconds(self) -> np.ndarray:
@@ -223,7 +235,7 @@ class Analysis:
 
     def by_bound(self) -> dict[str, dict[str, float]]:
         """Seconds and fraction of the step per bound (``host`` included when nonzero)."""
-        out = {b: {"seconds": 0.0, "fraction": 0.0} for b in ROOFS}
+        out = {b: {"seconds": 0.0, "fraction": 0.0} for b in ROOFS if b in ALWAYS_SHOWN}
         out.update({k: v for k, v in self._group(self.bound).items() if k != FREE})
         for name, extra in (("host", self.host_seconds), ("input", self.input_wait_seconds)):
             if extra:
@@ -458,9 +470,10 @@ def analyze_step(trace: Trace, spec: DeviceSpec, opts: Options, *,
     for i, fit in fitted.items():  # the weight-streaming rate and floor of the GEMM fit
         bandwidth[i] = spec.bandwidth_bytes_per_s * fit.bandwidth_share \
             * rates.efficiency["memory"]
-    if opts.bytes_in_flight and spec.kind == "gpu":
-        _cap_in_flight(trace, spec, rates, bandwidth)
     memory = moved / bandwidth
+    latency = np.zeros(n)
+    if opts.bytes_in_flight and spec.kind == "gpu":
+        latency = _in_flight_seconds(trace, spec, rates, moved, memory)
     overhead = np.zeros(n)
     if opts.overhead:  # (only then is a measured overhead figure used, and listed)
         per_kernel = np.full(n, spec.launch_overhead_seconds if opts.overhead_model == "max"
@@ -468,7 +481,7 @@ def analyze_step(trace: Trace, spec: DeviceSpec, opts: Options, *,
         for i, fit in fitted.items():
             per_kernel[i] = max(per_kernel[i], fit.floor_seconds)
         overhead = kernels * per_kernel
-    roofs = np.stack([compute, memory, overhead]) if n else np.zeros((len(ROOFS), 0))
+    roofs = np.stack([compute, memory, latency, overhead]) if n else np.zeros((len(ROOFS), 0))
     _drop_layout(trace, spec, opts, roofs, rates)
     device_seconds = float(_combine(roofs, opts.overhead_model).sum())
     host = opts.host_seconds
@@ -524,26 +537,28 @@ def _with_passes(trace: Trace, nbytes: np.ndarray, kernels: np.ndarray, rates: R
     return nbytes, kernels
 
 
-def _cap_in_flight(trace: Trace, spec: DeviceSpec, rates: Rates,
-                   bandwidth: np.ndarray) -> None:
-    """Cap each modelled kernel's bandwidth at its bytes in flight over the DRAM latency
-    (:mod:`roofline.analysis.inflight`), in place; a note says how many were capped."""
+def _in_flight_seconds(trace: Trace, spec: DeviceSpec, rates: Rates, moved: np.ndarray,
+                       memory: np.ndarray) -> np.ndarray:
+    """Each modelled kernel's bytes over its bytes in flight per DRAM latency
+    (:mod:`roofline.analysis.inflight`); 0 elsewhere. A note says how many it holds."""
+    seconds = np.zeros(len(trace.ops))
     latency = rates.figures.dram_latency() if rates.figures is not None else None
     units = spec.compute_units or 0
     if latency is None or not units:
-        return
-    capped = 0
+        return seconds
     for i, op in enumerate(trace.ops):
         held = inflight.in_flight_bytes(op, units)
-        if held and held / latency.value < bandwidth[i]:  # an empty grid moves nothing
-            bandwidth[i] = held / latency.value
-            capped += 1
-    if capped:
+        if held:  # an empty grid moves nothing
+            seconds[i] = moved[i] * latency.value / held
+    bound = int((seconds > memory).sum())
+    if bound:
         rates.used.setdefault("DRAM latency", latency)
-        rates.note(f"{capped} attention kernel(s) launch too few thread blocks to keep the "
-                   f"memory busy: their bytes stream at most at the bytes in flight over "
-                   f"the DRAM latency ({latency.value * 1e9:.0f} ns; Little's law, "
-                   f"roofline.analysis.inflight; bytes_in_flight=False: no cap)")
+        rates.note(f"{bound} attention kernel(s) launch too few thread blocks to keep the "
+                   f"memory busy: their bytes stream at most at the bytes in flight over the "
+                   f"DRAM latency ({latency.value * 1e9:.0f} ns; Little's law, "
+                   f"roofline.analysis.inflight), a latency roof more bandwidth does not "
+                   f"lower (bytes_in_flight=False: none)")
+    return seconds
 
 
 def _drop_layout(trace: Trace, spec: DeviceSpec, opts: Options, roofs: np.ndarray,

@@ -10,7 +10,7 @@ from roofline.analysis import Serving, ServingComparison
 from roofline.analysis.serving import Capacity
 from roofline.presentation.tables import _table, assumptions_text, seconds
 
-_SPLIT = ("compute", "memory", "overhead", "host", "communication")
+_SPLIT = ("compute", "memory", "latency", "overhead", "host", "communication")
 
 
 def _shares(bounds: dict[str, dict[str, float]]) -> str:
@@ -35,8 +35,11 @@ def where(s: Serving) -> str:
 
 
 def _columns(s: Serving) -> tuple[str, ...]:
-    """The bounds a table splits time into: communication only where there is some."""
-    return _SPLIT[:3] + (("communication",) if s.trace.tensor_parallel > 1 else ())
+    """The bounds a table splits time into: latency and communication only where there is
+    some."""
+    latency = any(b["latency"]["seconds"] > 0 for b in (s.prefill_bounds(), s.decode_bounds()))
+    return ("compute", "memory", *(("latency",) if latency else ()), "overhead",
+            *(("communication",) if s.trace.tensor_parallel > 1 else ()))
 
 
 def capacity_words(c: Capacity) -> str:

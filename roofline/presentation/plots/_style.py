@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 
 #: One colour per bound (Okabe-Ito, readable by colour-blind readers), and for host time.
 BOUND_COLORS: dict[str, str] = {"compute": "#D55E00", "memory": "#0072B2",
-                                "overhead": "#7A7A7A", "host": "#CC79A7",
+                                "latency": "#56B4E9", "overhead": "#7A7A7A",
+                                "host": "#CC79A7",
                                 "none": "#DDDDDD"}
 #: Categories (Paul Tol's muted palette: none is a bound's colour, so the two bars of a
 #: device are not read as one legend).

@@ -29,7 +29,7 @@ import numpy as np
 from roofline._si import si
 from roofline.analysis import Analysis, Comparison
 from roofline.analysis.rates import dtype_key
-from roofline.analysis.timing import ROOFS
+from roofline.analysis.timing import ALWAYS_SHOWN, ROOFS
 from roofline.analysis.validate import check_same_ops
 from roofline.hardware import DeviceSpec, get_device
 from roofline.hardware.engines import Engine
@@ -773,8 +773,9 @@ def _legend(ax: Axes, biggest: float, rs: _RoofSets, src: Analysis, dst: Analysi
     (engine, rate, ridge point) and bandwidth slope, the datasheet's, the overhead floor."""
     from matplotlib.lines import Line2D
 
+    present = set(src.bound) | (set(dst.bound) if dst is not None else set())
     handles = [Line2D([], [], ls="", marker="o", ms=7, color=BOUND_COLORS[b], label=f"{b}-bound")
-               for b in ROOFS]
+               for b in ROOFS if b in ALWAYS_SHOWN or b in present]
     if biggest > 0:  # size legend: marker areas of three times
         for share in (1.0, 0.1, 0.01):
             area = max(MIN_AREA, MAX_AREA * share)
