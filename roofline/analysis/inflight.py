@@ -20,17 +20,19 @@ where the kernel is not known. The grids follow PyTorch's CUDA sources:
   its V tile before the Q K^T product and the next K tile after V has arrived
   (``flash_fwd_kernel.h``, pytorch/pytorch@1383ac0afe80, ``compute_attn_1rowblock``'s
   loop), so one tile is in flight at a time.
-* memory-efficient attention (16-bit tensors with a mask): ``mem_eff_attention/kernels/
-  cutlassF.h`` (pytorch/pytorch@5ef5abf4ca22): the first sm80 kernel whose ``kMaxK`` holds the head
-  dim, (64 queries, 64 keys) up to 64, (64, 128) up to 128, (32, 128) beyond; one block
-  per query block x head x batch, no split over keys (``kernel_forward.h``,
-  pytorch/pytorch@01b4eaefe431: ``getBlocksGrid``). A block streams K through a 4-stage
-  pipeline of 32-wide slices of the head dim (three slices of 128 keys in flight: 24 KiB)
-  and preloads V (``kPreloadV``): about one tile of ``kKeysPerBlock`` keys in flight.
+* memory-efficient attention (16-bit tensors with a mask):
+  ``mem_eff_attention/kernels/cutlassF.h`` (pytorch/pytorch@5ef5abf4ca22): the first sm80
+  kernel whose ``kMaxK`` holds the head dim, (64 queries, 64 keys) up to 64, (64, 128) up
+  to 128, (32, 128) beyond; one block per query block x head x batch, no split over keys
+  (``kernel_forward.h``, pytorch/pytorch@01b4eaefe431: ``getBlocksGrid``). A block
+  streams K through a 4-stage pipeline of 32-wide slices of the head dim (three slices of
+  128 keys in flight: 24 KiB) and preloads V (``kPreloadV``): about one tile of
+  ``kKeysPerBlock`` keys in flight.
 
 Resident blocks are at most two per SM in both (the flash heuristic's own assumption).
-fp32 attention (other tiles) is not modelled.
-cuBLAS's GEMV and split-K grids are not public, so matmuls have no function here: the
+fp32 attention (other tiles) is not modelled. The analysis turns the bytes in flight into
+the op's ``latency`` roof, ``bytes x λ / F`` (:mod:`roofline.analysis.timing`). cuBLAS's
+GEMV and split-K grids are not public, so matmuls have no function here: the
 GEMM model's measured floor and bandwidth stand for them.
 """
 

@@ -64,9 +64,10 @@ class Options:
         device's measured per-shape table, or its class's (``roofline.analysis.gemm``);
         ``False``: the matrix figure and the share of the chip the GEMM's tiles fill.
     bytes_in_flight : bool
-        On a GPU with a measured DRAM latency, cap the bandwidth of an attention kernel
-        that launches too few thread blocks at the bytes they keep in flight over that
-        latency (Little's law; ``roofline.analysis.inflight``); ``False``: no cap.
+        On a GPU with a DRAM latency figure, give an attention kernel that launches too
+        few thread blocks a ``latency`` roof: its bytes at the bytes its blocks keep in
+        flight per latency (Little's law; ``roofline.analysis.inflight``), which more
+        bandwidth does not lower; ``False``: none.
     host_samples_per_s : float, optional
         A ceiling off the device, in samples per second (an input pipeline that delivers
         at most this many): the step takes at least ``batch / host_samples_per_s``

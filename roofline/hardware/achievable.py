@@ -426,8 +426,8 @@ class Figures:
     def gemm(self, dtype: Any) -> GemmFigure | None:
         """The GEMM time model for ``dtype``: fitted to this device's measured table (or
         its fp16/bf16 sibling's, of the same datasheet peak); else, for 16-bit and fp8
-        dtypes, the class medians of each part; None when neither exists (the analysis then costs a
-        GEMM at the matrix figure and the share of the chip it fills)."""
+        dtypes, the class medians of each part; None when neither exists (the analysis
+        then costs a GEMM at the matrix figure and the share of the chip it fills)."""
         key = canonical_dtype(dtype)
         spec = self._spec
         if spec.measured or spec.peak_flops_per_s(
