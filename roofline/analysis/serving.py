@@ -248,7 +248,7 @@ class Serving:
                 f"{si(self.mean_tpot_seconds, 's')} ({_lead(self.decode_bounds())}), "
                 f"{self.tokens_per_s:.4g} tokens/s ({self.tokens_per_s_per_sequence:.4g} per "
                 f"sequence); KV {si(st.kv_bytes_per_token, 'B')}/token"
-                f"{' per GPU' if st.tensor_parallel > 1 else ''}{fit})")
+                f"{st.per_gpu}{fit})")
 
 
 def _lead(bounds: dict[str, dict[str, float]]) -> str:

@@ -21,13 +21,17 @@ from typing import Any
 
 from roofline._si import si
 from roofline.analysis.serving import BOUNDS, Serving, serve_trace
-from roofline.analysis.timing import Analysis, ratio
+from roofline.analysis.timing import ROOFS, Analysis, ratio
 from roofline.hardware import DeviceSpec, get_device
 from roofline.tracing.serving import ServingTrace
 
 #: A second bound is named in a phase's reason from this share of its time on.
 SECOND_SHARE = 0.15
 _ROOF_WORDS = {"compute": "FLOP/s", "memory": "bandwidth"}
+#: Bounds whose ratio is a time, not a rate: (better, worse, what).
+_TIME_WORDS = {"communication": ("faster", "slower", "collectives"),
+               "overhead": ("faster", "slower", "kernel launches"),
+               "latency": ("shorter", "longer", "DRAM latency")}
 
 
 @dataclass(frozen=True)
@@ -75,15 +79,9 @@ class PhaseReason:
         r = self.roof_ratios.get(bound, 1.0)
         if bound == "host":
             return "nothing: host time stays fixed"
-        if bound == "communication":
-            return (f"{r:.2f}x faster collectives" if r >= 1
-                    else f"{1 / r:.2f}x slower collectives")
-        if bound == "overhead":
-            return (f"{r:.2f}x faster kernel launches" if r >= 1
-                    else f"{1 / r:.2f}x slower kernel launches")
-        if bound == "latency":
-            return (f"{r:.2f}x shorter DRAM latency" if r >= 1
-                    else f"{1 / r:.2f}x longer DRAM latency")
+        if bound in _TIME_WORDS:
+            better, worse, what = _TIME_WORDS[bound]
+            return f"{r:.2f}x {better} {what}" if r >= 1 else f"{1 / r:.2f}x {worse} {what}"
         sheet = self.datasheet_ratios.get(bound)
         extra = f" (datasheets: {sheet:.2f}x)" if sheet and abs(sheet - r) > 0.005 else ""
         return f"{r:.2f}x {_ROOF_WORDS[bound]}{extra}"
@@ -91,7 +89,7 @@ class PhaseReason:
 
 def _roof_ratios(src: Sequence[Analysis], dst: Sequence[Analysis]) -> dict[str, float]:
     out = {}
-    for roof in ("compute", "memory", "latency", "overhead"):
+    for roof in ROOFS:
         a = float(sum(x.roof(roof).sum() for x in src))
         b = float(sum(x.roof(roof).sum() for x in dst))
         out[roof] = ratio(a, b)

@@ -59,9 +59,8 @@ def answer(s: Serving, compared: ServingComparison | None = None) -> str:
     tpot = (f"TPOT {seconds(s.tpot_seconds(first))} at {first} -> "
             f"{seconds(s.tpot_seconds(last))} at {last} tokens of context" if last != first
             else f"TPOT {seconds(s.tpot_seconds(first))}")
-    per_gpu = " per GPU" if st.tensor_parallel > 1 else ""
     kv = (f"KV cache {si(st.kv_bytes_per_token, 'B')}/token, "
-          f"{si(st.kv_bytes_per_sequence, 'B')} per sequence{per_gpu}")
+          f"{si(st.kv_bytes_per_sequence, 'B')} per sequence{st.per_gpu}")
     lines = [
         f"{workload(s)} on {where(s)}:",
         f"TTFT {seconds(s.ttft_seconds)} ({_shares(s.prefill_bounds())})",
@@ -111,8 +110,7 @@ def tpot_table(s: Serving) -> str:
 def memory_text(s: Serving) -> str:
     """The weights, the KV cache and the fit."""
     st = s.trace
-    per_gpu = " per GPU" if st.tensor_parallel > 1 else ""
-    lines = [f"memory{per_gpu}: weights {si(st.parameter_bytes, 'B')}; KV cache "
+    lines = [f"memory{st.per_gpu}: weights {si(st.parameter_bytes, 'B')}; KV cache "
              f"{si(st.kv_bytes_per_token, 'B')} per token, {si(st.kv_bytes_per_sequence, 'B')} "
              f"per sequence of {st.total_tokens} tokens"]
     if s.capacity is not None:

@@ -114,6 +114,11 @@ class ServingTrace:
                              "(it was not made by trace_serving); trace it again")
         return self.build(batch)
 
+    @property
+    def per_gpu(self) -> str:
+        """``" per GPU"`` under tensor parallelism (the sizes are one GPU's), else ``""``."""
+        return " per GPU" if self.tensor_parallel > 1 else ""
+
     def __repr__(self) -> str:
         weights = f", weights {self.weight_dtype}" if self.weight_dtype else ""
         if self.tensor_parallel > 1:
@@ -123,7 +128,7 @@ class ServingTrace:
                 f"+ {self.new_tokens} new tokens, {self.dtype}, KV {self.kv_dtype}{weights}: "
                 f"prefill {len(self.prefill.ops)} ops, {si(self.prefill.total_flops, 'FLOP')}; "
                 f"decode at {contexts}; KV {si(self.kv_bytes_per_token, 'B')}/token"
-                f"{' per GPU' if self.tensor_parallel > 1 else ''})")
+                f"{self.per_gpu})")
 
 
 def _fake_step(step_of: Callable[..., tuple[Callable[..., Any], torch.Tensor]],

@@ -126,10 +126,9 @@ def serving_batch_curve(serving: Serving, batches: list[int] | None = None,
         ax.spines[["top", "right"]].set_visible(False)
         ax.legend(frameon=False, **({"loc": "upper left"} if given is not None
                                     else legend_spot(ax, given)))
-        per_gpu = " per GPU" if s.trace.tensor_parallel > 1 else ""
         ax.set_title(f"{s.trace.model} on {where(s)}: decode throughput against batch\n"
                      f"KV {si(s.trace.kv_bytes_per_sequence, 'B')} per sequence, weights "
-                     f"{si(s.trace.parameter_bytes, 'B')}{per_gpu}", loc="left", fontsize=9)
+                     f"{si(s.trace.parameter_bytes, 'B')}{s.trace.per_gpu}", loc="left", fontsize=9)
     return ax
 
 
