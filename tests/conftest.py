@@ -148,6 +148,40 @@ def sum_loss(out: torch.Tensor) -> torch.Tensor:
     return out.sum()
 
 
+def profiled_peak_bytes(step: Callable[[], None], reset: Callable[[], None],
+                        all_ranks: Callable[[bool], bool] = lambda failed: failed) -> int:
+    """The CPU allocator's peak over one ``step``, from torch.profiler's memory timeline.
+
+    torch's private data-flow graph behind the timeline now and then rejects a step
+    ("version mismatch": a storage address reused within it), so a rejected step is run
+    again after ``reset``, up to five times. ``all_ranks`` makes every process of a
+    distributed step agree to step again (each step runs collectives).
+    """
+    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler._memory_profiler import Action
+
+    for _attempt in range(5):
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True,
+                     record_shapes=True, with_stack=True) as prof:
+            step()
+        reset()
+        try:
+            timeline = prof._memory_profile().timeline
+        except AssertionError:
+            timeline = None
+        if not all_ranks(timeline is None):
+            break
+    assert timeline is not None, "torch's memory profile rejected five steps"
+    live = peak = 0
+    for _t, action, _key, size in timeline:
+        if action in (Action.PREEXISTING, Action.CREATE):
+            live += size
+        elif action == Action.DESTROY:
+            live -= size
+        peak = max(peak, live)
+    return peak
+
+
 def optimizer_flops(t: Trace) -> int:
     """FLOPs of the trace's optimizer phase."""
     return sum(op.flops for op in t.ops if op.phase == "optimizer")

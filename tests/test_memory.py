@@ -35,6 +35,7 @@ from conftest import (
     adamw_trace,
     assert_refused_by_name,
     mlp_build,
+    profiled_peak_bytes,
     small_device,
     small_mlp,
 )
@@ -171,9 +172,6 @@ def test_storage_table_round_trips_and_old_json_loads() -> None:
 
 def test_peak_matches_the_profiler_memory_timeline() -> None:
     """A real CPU step: predicted peak against torch.profiler's memory timeline."""
-    from torch.profiler import ProfilerActivity, profile
-    from torch.profiler._memory_profiler import Action
-
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
                           nn.Linear(1024, 10))
@@ -187,19 +185,13 @@ def test_peak_matches_the_profiler_memory_timeline() -> None:
     opt.step()
     predicted = roofline.memory(roofline.trace(model, x, train=True, optimizer=opt,
                                                loss_fn=loss)).peak_bytes
-    for p in model.parameters():
-        p.grad = None
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True,
-                 with_stack=True) as prof:
+    opt.zero_grad(set_to_none=True)
+
+    def step() -> None:
         loss(model(x)).backward()
         opt.step()
-    live = measured = 0
-    for _t, action, _key, size in prof._memory_profile().timeline:
-        if action in (Action.PREEXISTING, Action.CREATE):
-            live += size
-        elif action == Action.DESTROY:
-            live -= size
-        measured = max(measured, live)
+
+    measured = profiled_peak_bytes(step, reset=lambda: opt.zero_grad(set_to_none=True))
     assert measured > 16 * sum(p.numel() for p in model.parameters())  # it saw the state
     assert predicted == pytest.approx(measured, rel=0.10)
 

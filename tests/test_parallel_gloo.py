@@ -25,7 +25,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from conftest import sum_loss
+from conftest import profiled_peak_bytes, sum_loss
 from torch import nn
 
 import roofline
@@ -160,8 +160,6 @@ def _fsdp_worker(rank: int, port: int, out: str) -> None:
     try:
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard
-        from torch.profiler import ProfilerActivity, profile
-        from torch.profiler._memory_profiler import Action
 
         model = _gloo_model()
         mesh = init_device_mesh("cpu", (2,))
@@ -174,18 +172,21 @@ def _fsdp_worker(rank: int, port: int, out: str) -> None:
         opt.step()
         opt.zero_grad(set_to_none=True)
         params = list(model.parameters())
-        with profile(activities=[ProfilerActivity.CPU], profile_memory=True,
-                     record_shapes=True, with_stack=True) as prof:
+        grads = 0
+
+        def step() -> None:
+            nonlocal grads
             model(x).sum().backward()
             grads = _storage_bytes([p.grad for p in params])
             opt.step()
-        live = peak = 0
-        for _t, action, _key, size in prof._memory_profile().timeline:
-            if action in (Action.PREEXISTING, Action.CREATE):
-                live += size
-            elif action == Action.DESTROY:
-                live -= size
-            peak = max(peak, live)
+
+        def all_ranks(failed: bool) -> bool:
+            flag = torch.tensor([float(failed)])
+            dist.all_reduce(flag)
+            return bool(flag.item())
+
+        peak = profiled_peak_bytes(step, reset=lambda: opt.zero_grad(set_to_none=True),
+                                   all_ranks=all_ranks)
         if rank == 0:
             torch.save({"parameter": _storage_bytes(params), "gradient": grads,
                         "optimizer_state": _storage_bytes(
