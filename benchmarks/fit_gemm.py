@@ -31,8 +31,13 @@ import roofline
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "benchmarks" / "data" / "kernels"
 OUT = ROOT / "roofline" / "hardware" / "data" / "gemm.yaml"
-ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1}
-OUTPUT_BYTES = {"fp8": 2}  # an fp8 GEMM writes bf16; the others write their input dtype
+# NVFP4 (the "fp4" engine): two e2m1 values a byte and an e4m3 scale for every 16 of them
+ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1, "fp4": 0.5 + 1 / 16}
+# fp8 and fp4 GEMMs write bf16; the others write their input dtype
+OUTPUT_BYTES = {"fp8": 2, "fp4": 2}
+# W4A4 serving quantizes the bf16 activation to NVFP4 before each GEMM (a kernel that reads
+# it and writes the fp4 copy, which the GEMM reads): 2 + 2 x 0.5625 bytes an element
+ACTIVATION_BYTES = {"fp4": 2 + 2 * ELEMENT_BYTES["fp4"]}
 # Bounds of the search, physical rather than fitted: a weight-streaming GEMM moves its
 # bytes at 50-100% of DRAM bandwidth (streaming kernels reach 65-97% of it on the
 # registry's measured devices), and a kernel costs 1-20 us at the least (launch and
@@ -65,6 +70,11 @@ _AIC_FP8_METHOD = (
     "alone derived as AIConfigurator derives its static-fp8 GEMM: minus the activation's "
     "dynamic quantization (compute_scale and scale_matrix of the same m, k), floored at the "
     "speed of light (benchmarks/data/kernels/extract_aic_gemm.py)")
+_AIC_FP4_METHOD = (
+    "AIConfigurator collector: TensorRT-LLM Linear with NVFP4 weights (e2m1, an e4m3 scale per "
+    "16 elements, a global scale) and a static input scale (QuantAlgo.NVFP4), weights copied "
+    "past L2, CUDA-graph replay; each time includes the activation's fp4 block quantization, "
+    "which W4A4 serving runs before every such GEMM")
 _DB = "baidu-research/DeepBench@da81ba782073:results/{{train,inference}}/DeepBench_NV_{file}.xlsx"
 _DB_METHOD = ("DeepBench gemm_bench (cublasSgemm/cublasGemmEx), mean of 400 back-to-back calls "
               "on the same operands after one warm-up; median over the transposes of a shape")
@@ -94,6 +104,12 @@ TABLES = [
           ("H100 SXM", "h100_sxm", "h100_sxm", "NVIDIA H100 80GB HBM3"),
           ("H200 SXM", "h200_sxm", "h200_sxm", "NVIDIA H200"),
           ("L40S", "l40s", "l40s", "NVIDIA L40S"),
+          ("B200", "b200", "b200_sxm", "NVIDIA B200"),
+          ("GB200 (per GPU)", "gb200_per_gpu", "gb200", "NVIDIA GB200"))),
+    *(Table(device, "fp4", f"gemm_aic_{name}_fp4.csv.gz",
+            _AIC.format(dir=folder, fw="trtllm/1.3.0rc20"), _AIC_FP4_METHOD,
+            f"device {aic!r}; TensorRT-LLM 1.3.0rc20; nvfp4 in, bf16 out")
+      for device, name, folder, aic in (
           ("B200", "b200", "b200_sxm", "NVIDIA B200"),
           ("GB200 (per GPU)", "gb200_per_gpu", "gb200", "NVIDIA GB200"))),
     Table("A40", "fp16", "gemm_vidur_a40_fp16.csv.gz",
@@ -142,9 +158,11 @@ def peaks(device: str, dtype: str) -> tuple[float, float]:
 
 
 def gemm_bytes(m: np.ndarray, n: np.ndarray, k: np.ndarray, dtype: str) -> np.ndarray:
-    """Each operand read once and the output written once."""
+    """Each operand read once and the output written once (with an fp4 GEMM, the
+    activation's quantization too)."""
     size = ELEMENT_BYTES[dtype]
-    return size * (m * k + k * n) + OUTPUT_BYTES.get(dtype, size) * m * n
+    return ACTIVATION_BYTES.get(dtype, size) * m * k + size * k * n \
+        + OUTPUT_BYTES.get(dtype, size) * m * n
 
 
 def predict(m: np.ndarray, n: np.ndarray, k: np.ndarray, dtype: str, peak: float,

@@ -39,7 +39,7 @@ from roofline.hardware.measured import GemmFit
 from roofline.tracing.records import OpRecord, Trace
 
 sys.path.insert(0, str(Path(__file__).parent))
-from fit_gemm import ELEMENT_BYTES, OUTPUT_BYTES, TABLES, Table
+from fit_gemm import ACTIVATION_BYTES, ELEMENT_BYTES, OUTPUT_BYTES, TABLES, Table
 
 DATA = Path(__file__).parent / "data" / "kernels"
 DATASHEET = {"peaks": "datasheet", "gemm_shapes": False, "overhead_model": "max"}
@@ -57,21 +57,25 @@ def _rows(name: str) -> tuple[list[str], np.ndarray]:
 def _gemm_ops(m: np.ndarray, n: np.ndarray, k: np.ndarray, dtype: str,
               batch: np.ndarray | None = None) -> list[OpRecord]:
     e = ELEMENT_BYTES[dtype]
+    # an NVFP4 activation is read in bf16 and its fp4 copy written, then read (fit_gemm.py)
+    copy = e if dtype in ACTIVATION_BYTES else 0
     name = "aten.mm.default" if batch is None else "aten.bmm.default"
     ops = []
     for i in range(len(m)):
         b = 1 if batch is None else int(batch[i])
         mi, ni, ki = int(m[i]), int(n[i]), int(k[i])
         lead = () if batch is None else (b,)
+        read = ACTIVATION_BYTES.get(dtype, e) * mi * ki - copy * mi * ki + e * ki * ni
+        written = OUTPUT_BYTES.get(dtype, e) * mi * ni + copy * mi * ki
         ops.append(OpRecord(name, "matmul", "forward", "", _TORCH_NAME[dtype],
-                            2 * b * mi * ni * ki, e * b * (mi * ki + ki * ni),
-                            OUTPUT_BYTES.get(dtype, e) * b * mi * ni,
+                            2 * b * mi * ni * ki, round(b * read), round(b * written),
                             input_shapes=((*lead, mi, ki), (*lead, ki, ni)),
                             output_shapes=((*lead, mi, ni),)))
     return ops
 
 
-_TORCH_NAME = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp8": "float8_e4m3fn"}
+_TORCH_NAME = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp8": "float8_e4m3fn",
+               "fp4": "nvfp4"}
 
 
 def _errors(predicted: np.ndarray, measured: np.ndarray) -> tuple[float, float, float]:

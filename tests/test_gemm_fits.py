@@ -98,6 +98,25 @@ def test_fp8_matmuls_take_the_fp8_fit_and_its_class_median() -> None:
     assert sixteen is not None and sixteen.efficiency != fig.efficiency
 
 
+def test_nvfp4_matmuls_take_the_fp4_fit_of_the_fp4_peak() -> None:
+    """An NVFP4 GEMM on the B200 takes its own fp4 row, of the 9 PFLOP/s dense fp4 peak
+    (NVIDIA's B200 datasheet); an NVFP4 GEMM's bytes are 0.5625 an element, and the fp4
+    rows pool apart from the fp8 and 16-bit ones."""
+    b200 = ROWS["B200"]["fp4"]
+    n = 8192
+    op = OpRecord("aten.mm.default", "matmul", "forward", "", "nvfp4", 2 * n ** 3,
+                  round(n * n * 0.5625 + n * n * (2 + 0.5625)), round(n * n * 0.5625) + 2 * n * n,
+                  input_shapes=((n, n),) * 2, output_shapes=((n, n),))
+    a = roofline.analyze(Trace([op]), "B200")
+    assert str(a.engine[0]) == "matrix fp4"
+    assert a.op_seconds[0] == pytest.approx(
+        b200.floor_seconds + 2 * n ** 3 / (b200.efficiency * 9e15))
+    assert [name for name, rows in ROWS.items() if "fp4" in rows] == ["B200", "GB200 (per GPU)"]
+    fig = figures(roofline.get_device("B200")).gemm("nvfp4")
+    assert fig is not None and fig.origin == "measured" and fig.efficiency == b200.efficiency
+    assert figures(roofline.get_device("H100 SXM")).gemm("nvfp4") is None  # no fp4 units
+
+
 @pytest.mark.parametrize(("device", "dtype"), [
     ("RTX 4090", "bf16"),  # no measured consumer part: no class median
     ("MI300X", "bf16"),  # another vendor's library: NVIDIA's tables do not carry over
@@ -166,4 +185,4 @@ def test_a_bad_row_is_refused_naming_file_and_row(tmp_path: Path, row: str, says
 
 def test_the_shipped_file_is_the_one_the_registry_reads() -> None:
     assert GEMM_FILE.name == "gemm.yaml" and GEMM_FILE.exists()
-    assert len(ROWS) == 14 and sum(len(r) for r in ROWS.values()) == 21
+    assert len(ROWS) == 14 and sum(len(r) for r in ROWS.values()) == 23

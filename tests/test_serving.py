@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import json
 import math
 import warnings
 from typing import Any
@@ -146,6 +147,35 @@ def test_fp8_weights_read_one_byte_per_weight_at_the_fp8_rate() -> None:
     embedding = VOCAB * HIDDEN * 2
     norms = (2 * LAYERS + 1) * HIDDEN * 2
     assert st.parameter_bytes == weights + embedding + norms
+
+
+def test_nvfp4_weights_read_their_packed_bytes_and_quantize_each_activation() -> None:
+    """W4A4: a weight is 0.5625 bytes (two e2m1 a byte, an e4m3 scale per 16); each
+    matmul's bf16 activation is read by its quantization, which writes the fp4 copy that
+    the GEMM reads (2 + 2 x 0.5625 bytes an element)."""
+    st = roofline.trace_serving(hf_llama(), prompt_tokens=64, new_tokens=4, batch=1,
+                                weight_dtype="nvfp4")
+    assert st.weight_dtype == "nvfp4"
+    mms = [op for op in st.decode[67].ops if op.category == "matmul"]
+    assert {op.dtype for op in mms} == {"nvfp4"}
+    weights = LAYERS * LAYER_MATMUL_PARAMS + HEAD_PARAMS
+    activations = len(mms) * HIDDEN + LAYERS * (FFN - HIDDEN)
+    assert sum(op.bytes_read for op in mms) == pytest.approx(
+        weights * 0.5625 + activations * (2 + 0.5625), abs=len(mms))
+    outputs = sum(math.prod(op.output_shapes[0]) * 2 for op in mms)
+    assert sum(op.bytes_written for op in mms) == pytest.approx(
+        outputs + activations * 0.5625, abs=len(mms))
+    embedding, norms = VOCAB * HIDDEN * 2, (2 * LAYERS + 1) * HIDDEN * 2
+    assert st.parameter_bytes == weights * 0.5625 + embedding + norms
+
+
+def test_nvfp4_serving_needs_fp4_matrix_units() -> None:
+    st = roofline.trace_serving(hf_llama(), prompt_tokens=16, new_tokens=2,
+                                weight_dtype="nvfp4")
+    with pytest.raises(ValueError, match="H100 SXM has no fp4 matrix units"):
+        roofline.serve(st, "h100")
+    s = roofline.serve(st, "b200", capacity=False)
+    assert any("fp4" in note and "fitted" in note for note in s.assumptions)
 
 
 # --- time on a device ----------------------------------------------------------------------
@@ -302,7 +332,7 @@ def test_a_context_beyond_the_model_is_refused() -> None:
     ({"batch": True}, "batch must be a whole number"),
     ({"contexts": 1}, "contexts must be a whole number >= 2"),
     ({"kv_dtype": "int8"}, "kv_dtype='int8' is not a floating-point dtype"),
-    ({"weight_dtype": "bf16"}, "only fp8 weights"),
+    ({"weight_dtype": "bf16"}, "only fp8 weights .* and nvfp4"),
 ])
 def test_bad_arguments_are_refused_by_name(kwargs: dict[str, Any], needle: str) -> None:
     args = {"prompt_tokens": 16, "new_tokens": 4, **kwargs}
@@ -527,11 +557,25 @@ def test_serve_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert data["tokens_per_s"] == pytest.approx(2 / data["mean_tpot_seconds"])
 
 
+@pytest.mark.parametrize(("flags", "weights"), [
+    (["--weights", "nvfp4", "--device", "b200"], "nvfp4"),
+    (["--fp8-weights"], "float8_e4m3fn"),
+])
+def test_serve_weights_from_the_cli(flags: list[str], weights: str,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from roofline.presentation.cli import main
+
+    assert main([*SERVE, "--json", *flags]) == 0
+    assert json.loads(capsys.readouterr().out)["weight_dtype"] == weights
+
+
 @pytest.mark.parametrize(("argv", "code", "needle"), [
     (["serve", "gpt2", "--device", "h100"], 1, "takes no KV cache"),
     (["serve", "llama-tiny", "--device", "h100", "--prompt", "2000", "--new", "100"], 1,
      "exceed the 2048 positions"),
     (["serve", "llama-tiny", "--device", "h100", "--new", "0"], 2, "must be >= 1"),
+    ([*SERVE, "--weights", "nvfp4"], 1, "H200 SXM has no fp4 matrix units"),
+    ([*SERVE, "--weights", "int4"], 2, "invalid choice: 'int4'"),
 ])
 def test_serve_refuses_clearly(argv: list[str], code: int, needle: str,
                                capsys: pytest.CaptureFixture[str]) -> None:

@@ -35,6 +35,7 @@ from roofline.analysis.fit import Fit, fits
 from roofline.analysis.parallel import step_cost
 from roofline.analysis.timing import ROOFS, Analysis, ratio
 from roofline.hardware import DeviceSpec, get_device
+from roofline.tracing.quantized import NVFP4
 from roofline.tracing.serving import CONTEXTS, ServingTrace, trace_serving
 
 #: The bounds a phase's time splits into: the roofs, host time, and the communication
@@ -377,6 +378,12 @@ def _serving_trace(model: Any, **asked: Any) -> ServingTrace:
 def serve_trace(st: ServingTrace, spec: DeviceSpec, *, capacity: bool = True,
                 **options: Any) -> Serving:
     """:func:`serve` of a traced workload on a resolved device."""
+    if st.weight_dtype == NVFP4 and spec.peak_flops_per_s("fp4", "matrix") is None:
+        # PyTorch would not fall back to the vector units either: W4A4 GEMMs are
+        # Blackwell's block-scaled fp4 MMA instructions
+        raise ValueError(f"{spec.name} has no fp4 matrix units, which NVFP4 (W4A4) serving "
+                         "runs its matmuls on; trace the model with weight_dtype='fp8' (or "
+                         "None) to serve it there")
     prefill, prefill_comm = step_cost(st.prefill, spec, **options)
     steps = {c: step_cost(t, spec, **options) for c, t in st.decode.items()}
     decode = {c: a for c, (a, _) in steps.items()}

@@ -148,17 +148,18 @@ class Figure:
 
 
 #: The dtypes whose GEMM fits have class defaults (pooled: the same matrix units at the
-#: same peak), by vendor and class: the 16-bit matrix units, and fp8 apart. fp32 GEMMs
+#: same peak), by vendor and class: the 16-bit matrix units, fp8 and fp4 apart. fp32 GEMMs
 #: run on the CUDA cores, where parts of one class differ by 2x (one FP32 datapath per SM
 #: partition on Pascal, two on Ampere GA10x and Ada, which SGEMM fills to about 2/3:
 #: zzc0721/torch-performance-test-data@9d8282763726:database.md): no default carries over.
-GEMM_DEFAULT_DTYPES = frozenset({"bf16", "fp16", "fp8"})
+GEMM_DEFAULT_DTYPES = frozenset({"bf16", "fp16", "fp8", "fp4"})
 GEMM_PARTS = ("efficiency", "bandwidth_share", "floor_seconds")
 
 
 def gemm_pool(dtype: str) -> str:
     """The class-default figure a GEMM fit of ``dtype`` pools into: ``"gemm"`` for the
-    16-bit matrix units (bf16 and fp16 share a peak), ``"gemm fp8"`` for fp8."""
+    16-bit matrix units (bf16 and fp16 share a peak), ``"gemm fp8"`` for fp8 (and
+    ``"gemm fp4"``)."""
     return "gemm" if dtype in ("bf16", "fp16") else f"gemm {dtype}"
 
 
@@ -321,7 +322,7 @@ def _samples(spec: DeviceSpec, achievable: Achievable,
                           ("graph", achievable.graph_launch_overhead_seconds)):
         if overhead is not None:
             yield (_KIND_LABEL[spec.kind], "launch", key), overhead.value
-    pooled: dict[str, GemmFit] = {}  # one per device and pool: bf16 or fp16, and fp8
+    pooled: dict[str, GemmFit] = {}  # one per device and pool: bf16 or fp16, fp8, fp4
     for dtype, fit in achievable.gemm.items():
         if dtype in GEMM_DEFAULT_DTYPES:
             pooled.setdefault(gemm_pool(dtype), fit)
@@ -425,8 +426,8 @@ class Figures:
 
     def gemm(self, dtype: Any) -> GemmFigure | None:
         """The GEMM time model for ``dtype``: fitted to this device's measured table (or
-        its fp16/bf16 sibling's, of the same datasheet peak); else, for 16-bit and fp8
-        dtypes, the class medians of each part; None when neither exists (the analysis
+        its fp16/bf16 sibling's, of the same datasheet peak); else, for 16-bit, fp8 and
+        fp4 dtypes, the class medians of each part; None when neither exists (the analysis
         then costs a GEMM at the matrix figure and the share of the chip it fills)."""
         key = canonical_dtype(dtype)
         spec = self._spec

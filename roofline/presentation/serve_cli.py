@@ -35,8 +35,11 @@ def add_parser(sub: Any, int_at_least: Any, model_help: str, func: Any) -> None:
     p.add_argument("--tensor-parallel", "--tp", type=int_at_least(1), default=1,
                    metavar="N", help="split the model over N GPUs of the device, as serving "
                    "engines' tensor_parallel_size (default 1)")
-    p.add_argument("--fp8-weights", action="store_true",
-                   help="matmuls read fp8 weights and activations at the fp8 rate (W8A8)")
+    p.add_argument("--weights", choices=("fp8", "nvfp4"), default=None,
+                   help="matmuls read fp8 (W8A8) or NVFP4 (W4A4, Blackwell) weights and "
+                   "activations at that rate (default: the weights' dtype)")
+    p.add_argument("--fp8-weights", action="store_const", const="fp8", dest="weights",
+                   help="the same as --weights fp8")
     p.add_argument("--graphs", action="store_true",
                    help="kernels launched from CUDA graphs, as serving engines decode")
     p.add_argument("--peaks", choices=("achievable", "datasheet"), default="achievable",
@@ -96,7 +99,7 @@ def serve_command(args: argparse.Namespace, device: Any, other: Any | None) -> s
     start = time.perf_counter()
     st = trace_serving(model, prompt_tokens=args.prompt, new_tokens=args.new,
                        batch=args.batch, dtype=args.dtype, kv_dtype=args.kv_dtype,
-                       weight_dtype="fp8" if args.fp8_weights else None,
+                       weight_dtype=args.weights,
                        contexts=args.contexts, tensor_parallel=args.tensor_parallel)
     st.model = name
     _progress(args, f"traced in {time.perf_counter() - start:.1f} s; finding how many "

@@ -10,10 +10,17 @@ rewritten with the bytes the narrower dtype moves:
   ``itemsize(kv_dtype) / itemsize(cache)`` of its bytes; an op that reads it (attention)
   reads that share of the cache's bytes. FLOPs do not change: fp8-KV attention kernels
   dequantise in registers.
-* ``weight_dtype`` (fp8 only): every matmul that reads a parameter reads its operands at
-  the fp8 itemsize and runs on the device's fp8 matrix rate, as FP8 (W8A8) serving runs
-  its GEMMs; its output stays in the model's dtype. The parameters so used shrink alike in
-  the storage table, for the memory analyses. Embeddings and norms keep their dtype.
+* ``weight_dtype`` fp8: every matmul that reads a parameter reads its operands at the fp8
+  itemsize and runs on the device's fp8 matrix rate, as FP8 (W8A8) serving runs its GEMMs;
+  its output stays in the model's dtype. The parameters so used shrink alike in the storage
+  table, for the memory analyses. Embeddings and norms keep their dtype.
+* ``weight_dtype`` ``"nvfp4"`` (W4A4, NVIDIA's NVFP4: e2m1 values two to a byte and an e4m3
+  scale for every 16, 0.5625 bytes an element): such a matmul reads its weight at that
+  size and runs on the fp4 matrix rate; its activation is quantized to NVFP4 first, by a
+  kernel that reads it and writes the fp4 copy the GEMM reads, so the activation costs
+  its own size plus twice 0.5625 bytes an element. The quantization is no op of its own:
+  the measured NVFP4 GEMM tables time it with the GEMM (``benchmarks/fit_gemm.py``), and
+  their fitted floor covers both launches.
 """
 
 from __future__ import annotations
@@ -27,6 +34,11 @@ from roofline.tracing.records import OpRecord, Storage, Trace
 
 #: The 8-bit floating-point dtypes ``weight_dtype`` takes (W8A8 serving).
 FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
+#: NVFP4 weights and activations (W4A4), as records name the dtype, and its bytes an
+#: element: half a byte, and a 1-byte scale for each block of 16.
+NVFP4, NVFP4_BYTES = "nvfp4", 0.5 + 1 / 16
+#: What ``weight_dtype`` takes: an fp8 dtype, or NVFP4 by name.
+WeightDtype = torch.dtype | str
 _NAMES: dict[str, torch.dtype] = {
     "fp8": torch.float8_e4m3fn, "float8": torch.float8_e4m3fn, "e4m3": torch.float8_e4m3fn,
     "float8_e4m3fn": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2,
@@ -50,9 +62,29 @@ def parse_dtype(name: str, value: torch.dtype | str) -> torch.dtype:
     return value
 
 
-def dtype_name(dtype: torch.dtype) -> str:
+def parse_weight_dtype(value: torch.dtype | str) -> WeightDtype:
+    """An fp8 dtype, or :data:`NVFP4` for ``"nvfp4"`` / ``"fp4"``: the matmul weights'
+    format for ``requantize`` (W8A8 or W4A4 serving)."""
+    if isinstance(value, str) and value.lower() in ("nvfp4", "fp4"):
+        return NVFP4
+    dtype = parse_dtype("weight_dtype", value)
+    if dtype not in FP8:
+        raise ValueError(f"weight_dtype={value!r}: only fp8 weights (float8_e4m3fn, "
+                         "float8_e5m2) and nvfp4 are modelled; for other dtypes serve the "
+                         "model in that dtype (dtype=)")
+    return dtype
+
+
+def dtype_name(dtype: WeightDtype) -> str:
     """``"bfloat16"``: the dtype as trace records spell it."""
-    return str(dtype).removeprefix("torch.")
+    return dtype if isinstance(dtype, str) else str(dtype).removeprefix("torch.")
+
+
+def element_bytes(dtype: WeightDtype) -> float:
+    """Bytes an element of ``dtype`` takes (NVFP4's with its block scales)."""
+    if isinstance(dtype, torch.dtype):
+        return float(dtype.itemsize)
+    return NVFP4_BYTES if dtype == NVFP4 else 0.0
 
 
 def itemsize(name: str) -> int:
@@ -73,7 +105,7 @@ def kv_bytes(trace: Trace) -> int:
 
 
 def requantize(trace: Trace, *, kv_dtype: torch.dtype | None = None,
-               weight_dtype: torch.dtype | None = None) -> Trace:
+               weight_dtype: WeightDtype | None = None) -> Trace:
     """``trace`` with its KV cache in ``kv_dtype`` and its matmul weights in
     ``weight_dtype`` (see the module's docstring); the same trace when neither changes a
     byte."""
@@ -85,7 +117,8 @@ def requantize(trace: Trace, *, kv_dtype: torch.dtype | None = None,
         new = _kv_op(op, kv, storages) if kv else op
         read = params & set(op.input_ids)
         if weight_dtype is not None and op.category == "matmul" and read:
-            new = _weight_op(new, weight_dtype)
+            new = _weight_op(new, weight_dtype) if isinstance(weight_dtype, torch.dtype) \
+                else _nvfp4_op(new, params)
             used |= read
         ops.append(new)
     weights = _narrowed({sid: storages[sid] for sid in used}, weight_dtype)
@@ -98,7 +131,7 @@ def requantize(trace: Trace, *, kv_dtype: torch.dtype | None = None,
     return Trace(ops, dict(trace.meta), storages, replace(trace.info))
 
 
-def _narrowed(storages: dict[int, Storage], to: torch.dtype | None) -> dict[int, float]:
+def _narrowed(storages: dict[int, Storage], to: WeightDtype | None) -> dict[int, float]:
     """Storage id -> the ratio of its bytes in ``to``, for those that ``to`` changes."""
     if to is None:
         return {}
@@ -106,9 +139,9 @@ def _narrowed(storages: dict[int, Storage], to: torch.dtype | None) -> dict[int,
     return {sid: r for sid, r in ratios.items() if r != 1.0}
 
 
-def _ratio(dtype: str, to: torch.dtype | None) -> float:
+def _ratio(dtype: str, to: WeightDtype | None) -> float:
     size = itemsize(dtype)
-    return to.itemsize / size if to is not None and size else 1.0
+    return element_bytes(to) / size if to is not None and size else 1.0
 
 
 def _kv_op(op: OpRecord, kv: dict[int, float], storages: dict[int, Storage]) -> OpRecord:
@@ -128,6 +161,25 @@ def _kv_op(op: OpRecord, kv: dict[int, float], storages: dict[int, Storage]) -> 
     bytes_written = round(op.bytes_written * written[0]) if written else op.bytes_written
     return replace(op, bytes_read=max(0, round(op.bytes_read - read_saved)),
                    bytes_written=bytes_written)
+
+
+def _nvfp4_op(op: OpRecord, params: set[int]) -> OpRecord:
+    """A W4A4 matmul: its weights read at NVFP4's size; its activations read, quantized
+    (an fp4 copy written) and the copy read; on the fp4 rate. A bias keeps its dtype."""
+    size = itemsize(op.dtype)
+    if not size or size <= NVFP4_BYTES:
+        return op
+    weights = activations = 0
+    for sid, shape in zip(op.input_ids, op.input_shapes, strict=False):
+        if sid not in params:
+            activations += math.prod(shape)
+        elif len(shape) >= 2:
+            weights += math.prod(shape)
+    read = weights * NVFP4_BYTES + activations * (size + NVFP4_BYTES)
+    return replace(op, bytes_read=max(0, round(op.bytes_read - (weights + activations) * size
+                                               + read)),
+                   bytes_written=op.bytes_written + round(activations * NVFP4_BYTES),
+                   dtype=NVFP4)
 
 
 def _weight_op(op: OpRecord, dtype: torch.dtype) -> OpRecord:

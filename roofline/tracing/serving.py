@@ -29,10 +29,10 @@ from roofline._errors import ContextLengthError, RooflineWarning, warn
 from roofline._si import si
 from roofline.tracing.kv import CacheModel, cache_model
 from roofline.tracing.quantized import (
-    FP8,
     dtype_name,
     kv_bytes,
     parse_dtype,
+    parse_weight_dtype,
     requantize,
 )
 from roofline.tracing.records import Trace
@@ -53,7 +53,8 @@ class ServingTrace:
     batch : concurrent sequences.
     prompt_tokens, new_tokens : tokens per sequence in the prompt and generated.
     dtype, kv_dtype : the model's and the KV cache's dtype (``"bfloat16"``...).
-    weight_dtype : the matmul weights' dtype when narrower than the model's (fp8), else None.
+    weight_dtype : the matmul weights' dtype when narrower than the model's (fp8, nvfp4),
+        else None.
     prefill : the prefill step: ``batch x prompt_tokens`` tokens, logits of the last only.
     decode : context -> one decode step with that many tokens already cached. The first
         is ``prompt_tokens``, the last ``prompt_tokens + new_tokens - 1``.
@@ -203,7 +204,9 @@ def trace_serving(model: Any, *, prompt_tokens: int, new_tokens: int, batch: int
     kv_dtype : the KV cache's dtype (``"fp8"``...); None: the model's. Costed by rewriting
         the decode steps' cache traffic (:mod:`roofline.tracing.quantized`).
     weight_dtype : ``"fp8"``: the matmuls read fp8 weights and activations and run at the
-        fp8 rate (W8A8), as FP8 serving runs them; None: the model's dtype.
+        fp8 rate (W8A8), as FP8 serving runs them; ``"nvfp4"``: NVFP4 weights, activations
+        quantized to NVFP4 before each matmul, the fp4 rate (W4A4, Blackwell); None: the
+        model's dtype.
     contexts : decode contexts to trace, from the prompt to the full context (>= 2; the
         time of a decode step is affine in its context).
     tensor_parallel : split the model over this many GPUs, as serving engines'
@@ -243,11 +246,7 @@ def trace_serving(model: Any, *, prompt_tokens: int, new_tokens: int, batch: int
     served = _served(model, dtype)
     split = (gpus, served.tp_plan(gpus)) if gpus > 1 else None
     kv = parse_dtype("kv_dtype", kv_dtype) if kv_dtype is not None else served.dtype
-    weights = parse_dtype("weight_dtype", weight_dtype) if weight_dtype is not None else None
-    if weights is not None and weights not in FP8:
-        raise ValueError(f"weight_dtype={weight_dtype!r}: only fp8 weights (float8_e4m3fn, "
-                         "float8_e5m2) are modelled; for other dtypes serve the model in "
-                         "that dtype (dtype=)")
+    weights = parse_weight_dtype(weight_dtype) if weight_dtype is not None else None
     _check_context(served, prompt_tokens, new_tokens)
     start = time.perf_counter()
 

@@ -14,7 +14,13 @@ collect_gemm.py). The GEMM alone is derived as AIConfigurator derives its static
 ``scale_matrix_perf.parquet``), floored at the GEMM's speed of light, max(2 m n k / fp8
 peak, (m n + m k + n k) x 1 B / bandwidth), with the registry's datasheet peak and bandwidth.
 
+nvfp4: TensorRT-LLM's ``Linear`` with NVFP4 weights (e2m1, an e4m3 scale per 16 elements,
+a global scale) and a static input scale (``QuantAlgo.NVFP4``): each time includes the
+activation's block quantization to fp4 (``fp4_quantize``), which W4A4 serving runs before
+every such GEMM; it is kept, as AIConfigurator keeps it.
+
 Usage: ``python benchmarks/data/kernels/extract_aic_gemm.py --repo PATH fp8 h100_sxm ...``
+(``nvfp4 b200_sxm gb200`` for the fp4 tables, written as ``..._fp4.csv.gz``)
 """
 
 from __future__ import annotations
@@ -35,7 +41,9 @@ NAMES = {"h100_sxm": "h100_sxm", "h200_sxm": "h200_sxm", "b200_sxm": "b200",
          "gb200": "gb200_per_gpu", "l40s": "l40s"}
 DEVICES = {"h100_sxm": "H100 SXM", "h200_sxm": "H200 SXM", "b200_sxm": "B200",
            "gb200": "GB200 (per GPU)", "l40s": "L40S"}
-DTYPES = {"fp8": "fp8", "bf16": "bfloat16"}
+DTYPES = {"fp8": "fp8", "bf16": "bfloat16", "nvfp4": "nvfp4"}
+#: The file suffix: the registry's name of the engine (nvfp4 runs on the fp4 units).
+SUFFIX = {"nvfp4": "fp4"}
 MAX_SHAPES = 2500
 
 
@@ -84,7 +92,8 @@ def main() -> None:
     parser.add_argument("devices", nargs="+", choices=sorted(NAMES))
     args = parser.parse_args()
     for device in args.devices:
-        out = Path(__file__).parent / f"gemm_aic_{NAMES[device]}_{args.dtype}.csv.gz"
+        suffix = SUFFIX.get(args.dtype, args.dtype)
+        out = Path(__file__).parent / f"gemm_aic_{NAMES[device]}_{suffix}.csv.gz"
         table = extract(args.repo, device, args.dtype)
         table.to_csv(out, index=False, compression={"method": "gzip", "mtime": 0})
         print(f"{out.name}: {len(table)} shapes")
