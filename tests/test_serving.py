@@ -169,6 +169,22 @@ def test_nvfp4_weights_read_their_packed_bytes_and_quantize_each_activation() ->
     assert st.parameter_bytes == weights * 0.5625 + embedding + norms
 
 
+def test_nvfp4_packs_a_linear_weight_and_leaves_its_bias() -> None:
+    """Linear(64, 128) at batch 8 in bf16: the 64 x 128 weight at 0.5625 bytes, the bias
+    at 2, the activation read (2 bytes), its fp4 copy written and read (0.5625 each)."""
+    from roofline.tracing.quantized import NVFP4, requantize
+
+    model = nn.Linear(64, 128).to(torch.bfloat16)
+    t = requantize(roofline.trace(model, torch.randn(8, 64, dtype=torch.bfloat16), fake=True),
+                   weight_dtype=NVFP4)
+    (mm,) = [op for op in t.ops if op.category == "matmul"]
+    assert mm.dtype == "nvfp4"
+    assert mm.bytes_read == 64 * 128 * 0.5625 + 128 * 2 + 8 * 64 * (2 + 0.5625)
+    assert mm.bytes_written == 8 * 128 * 2 + 8 * 64 * 0.5625
+    params = sorted(s.bytes for s in t.storages.values() if s.kind == "parameter")
+    assert params == [128 * 2, 64 * 128 * 0.5625]
+
+
 def test_nvfp4_serving_needs_fp4_matrix_units() -> None:
     st = roofline.trace_serving(hf_llama(), prompt_tokens=16, new_tokens=2,
                                 weight_dtype="nvfp4")

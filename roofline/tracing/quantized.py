@@ -117,8 +117,12 @@ def requantize(trace: Trace, *, kv_dtype: torch.dtype | None = None,
         new = _kv_op(op, kv, storages) if kv else op
         read = params & set(op.input_ids)
         if weight_dtype is not None and op.category == "matmul" and read:
-            new = _weight_op(new, weight_dtype) if isinstance(weight_dtype, torch.dtype) \
-                else _nvfp4_op(new, params)
+            if isinstance(weight_dtype, torch.dtype):
+                new = _weight_op(new, weight_dtype)
+            else:  # NVFP4 packs matrices; a bias keeps its dtype
+                new = _nvfp4_op(new, params)
+                read = {sid for sid, shape in zip(op.input_ids, op.input_shapes, strict=False)
+                        if sid in read and len(shape) >= 2}
             used |= read
         ops.append(new)
     weights = _narrowed({sid: storages[sid] for sid in used}, weight_dtype)
