@@ -115,14 +115,8 @@ def requantize(trace: Trace, *, kv_dtype: torch.dtype | None = None,
     ops, used = [], set()
     for op in trace.ops:
         new = _kv_op(op, kv, storages) if kv else op
-        read = params & set(op.input_ids)
-        if weight_dtype is not None and op.category == "matmul" and read:
-            if isinstance(weight_dtype, torch.dtype):
-                new = _weight_op(new, weight_dtype)
-            else:  # NVFP4 packs matrices; a bias keeps its dtype
-                new = _nvfp4_op(new, params)
-                read = {sid for sid, shape in zip(op.input_ids, op.input_shapes, strict=False)
-                        if sid in read and len(shape) >= 2}
+        if weight_dtype is not None and op.category == "matmul":
+            new, read = _matmul_op(new, weight_dtype, params)
             used |= read
         ops.append(new)
     weights = _narrowed({sid: storages[sid] for sid in used}, weight_dtype)
@@ -133,6 +127,19 @@ def requantize(trace: Trace, *, kv_dtype: torch.dtype | None = None,
     if not kv and not weights:
         return trace
     return Trace(ops, dict(trace.meta), storages, replace(trace.info))
+
+
+def _matmul_op(op: OpRecord, dtype: WeightDtype, params: set[int]) -> tuple[OpRecord, set[int]]:
+    """A matmul with its weights in ``dtype``, and the parameters whose storage shrinks
+    (none: it reads no parameter)."""
+    read = params & set(op.input_ids)
+    if not read:
+        return op, read
+    if isinstance(dtype, torch.dtype):
+        return _weight_op(op, dtype), read
+    shapes = zip(op.input_ids, op.input_shapes, strict=False)
+    matrices = {sid for sid, shape in shapes if sid in read and len(shape) >= 2}
+    return _nvfp4_op(op, params), matrices  # NVFP4 packs matrices; a bias keeps its dtype
 
 
 def _narrowed(storages: dict[int, Storage], to: WeightDtype | None) -> dict[int, float]:
