@@ -172,6 +172,8 @@ GOOD = ("{device: 'A100 SXM 80GB', dtype: bf16, efficiency: 0.7, bandwidth_share
     (GOOD.replace("'A100 SXM 80GB'", "'No Such GPU'"), "no device named 'No Such GPU'"),
     (GOOD + "\n  - " + GOOD, "listed twice"),
     (GOOD.replace("dtype: bf16", "dtype: fp7"), "fp7"),
+    # the A100 has no fp4 units: a share of a peak it does not list
+    (GOOD.replace("dtype: bf16", "dtype: nvfp4"), "A100 SXM 80GB fp4 row .* does not list"),
 ])
 def test_a_bad_row_is_refused_naming_file_and_row(tmp_path: Path, row: str, says: str) -> None:
     path = tmp_path / "gemm.yaml"

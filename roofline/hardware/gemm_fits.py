@@ -3,15 +3,16 @@ measured per-shape tables, checked and attached to their devices' achievable fig
 
 A row with an implausible number (an efficiency above :data:`~.measured.CLOCK_MARGIN` of
 the peak, a bandwidth share above 1, a floor outside its band), no source, an unknown
-device or a device and dtype listed twice is refused when the registry loads, naming the
-file and the row.
+device, a dtype the device has no datasheet peak for (the fit derates that peak), or a
+device and dtype listed twice is refused when the registry loads, naming the file and the
+row.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import ValidationError
@@ -64,6 +65,11 @@ def with_gemm_fits(specs: Iterable[DeviceSpec], path: Path = GEMM_FILE) -> list[
         if spec.name not in fits:
             out.append(spec)
             continue
+        for dtype in fits[spec.name]:
+            engine: Literal["matrix", "vector"] = "vector" if dtype == "fp32" else "matrix"
+            if spec.peak_flops_per_s(dtype, engine) is None:
+                raise DeviceSpecError(f"{path}: the {spec.name} {dtype} row fits a share of a "
+                                      f"{engine} {dtype} peak that the device does not list")
         data = spec.model_dump()
         achievable = data.get("achievable") or {}
         measured_on = {"compute_units": spec.compute_units}  # what the fit's chip had
