@@ -382,8 +382,8 @@ def serve_trace(st: ServingTrace, spec: DeviceSpec, *, capacity: bool = True,
         # PyTorch would not fall back to the vector units either: W4A4 GEMMs are
         # Blackwell's block-scaled fp4 MMA instructions
         raise ValueError(f"{spec.name} has no fp4 matrix units, which NVFP4 (W4A4) serving "
-                         "runs its matmuls on; trace the model with weight_dtype='fp8' (or "
-                         "None) to serve it there")
+                         "runs its matmuls on; trace the model with weight_dtype='fp8' or "
+                         "None (--weights fp8, or no --weights) to serve it there")
     prefill, prefill_comm = step_cost(st.prefill, spec, **options)
     steps = {c: step_cost(t, spec, **options) for c, t in st.decode.items()}
     decode = {c: a for c, (a, _) in steps.items()}
