@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import re
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -148,38 +148,49 @@ def sum_loss(out: torch.Tensor) -> torch.Tensor:
     return out.sum()
 
 
-def profiled_peak_bytes(step: Callable[[], None], reset: Callable[[], None],
-                        all_ranks: Callable[[bool], bool] = lambda failed: failed) -> int:
-    """The CPU allocator's peak over one ``step``, from torch.profiler's memory timeline.
+def storage_bytes(tensors: Iterable[Any]) -> int:
+    """Bytes of the distinct storages behind ``tensors`` (a DTensor's local shard; None
+    skipped)."""
+    seen: set[int] = set()
+    total = 0
+    for t in tensors:
+        if t is None:
+            continue
+        storage = (t.to_local() if hasattr(t, "to_local") else t).untyped_storage()
+        if storage.data_ptr() not in seen:
+            seen.add(storage.data_ptr())
+            total += storage.nbytes()
+    return total
 
-    torch's private data-flow graph behind the timeline now and then rejects a step
-    ("version mismatch": a storage address reused within it), so a rejected step is run
-    again after ``reset``, up to five times. ``all_ranks`` makes every process of a
-    distributed step agree to step again (each step runs collectives).
+
+def profiled_peak_bytes(step: Callable[[], None], preexisting: Iterable[Any]) -> int:
+    """The CPU allocator's peak over one ``step``: the storages of the ``preexisting``
+    tensors (those alive before it that it uses), plus the most the allocator held above
+    its level when the step began, from torch.profiler's allocation events.
+
+    The events are read from the profiler's raw event tree, not from the memory timeline
+    built on it (``prof._memory_profile()``), whose data-flow graph now and then rejects a
+    step with an internal "version mismatch" (a storage address reused within the step):
+    that failed a CI run. Both give the same peak on the steps the tests run.
     """
+    from torch._C._profiler import _EventType
     from torch.profiler import ProfilerActivity, profile
-    from torch.profiler._memory_profiler import Action
 
-    for _attempt in range(5):
-        with profile(activities=[ProfilerActivity.CPU], profile_memory=True,
-                     record_shapes=True, with_stack=True) as prof:
-            step()
-        reset()
-        try:
-            timeline = prof._memory_profile().timeline
-        except AssertionError:
-            timeline = None
-        if not all_ranks(timeline is None):
-            break
-    assert timeline is not None, "torch's memory profile rejected five steps"
-    live = peak = 0
-    for _t, action, _key, size in timeline:
-        if action in (Action.PREEXISTING, Action.CREATE):
-            live += size
-        elif action == Action.DESTROY:
-            live -= size
-        peak = max(peak, live)
-    return peak
+    base = storage_bytes(preexisting)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        step()
+    events: list[tuple[int, int, int]] = []  # (time, allocator total after, bytes allocated)
+    stack = list(prof.profiler.kineto_results.experimental_event_tree())
+    while stack:
+        event = stack.pop()
+        if event.typed[0] == _EventType.Allocation:
+            fields = event.typed[1]
+            events.append((event.start_time_ns, fields.total_allocated, fields.alloc_size))
+        stack.extend(event.children)
+    assert events, "the profiler recorded no allocation in the step"
+    events.sort()
+    start = events[0][1] - events[0][2]  # the allocator's total before the first event
+    return base + max(total for _, total, _ in events) - start
 
 
 def optimizer_flops(t: Trace) -> int:
