@@ -22,11 +22,11 @@ import gzip
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 
 import roofline
+from roofline.hardware.measured import gemm_engine
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "benchmarks" / "data" / "kernels"
@@ -150,7 +150,7 @@ def load(table: Table) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
 def peaks(device: str, dtype: str) -> tuple[float, float]:
     """(datasheet FLOP/s of the engine the GEMM runs on, datasheet bytes/s)."""
     spec = roofline.get_device(device)
-    engine: Literal["matrix", "vector"] = "vector" if dtype == "fp32" else "matrix"
+    engine = gemm_engine(dtype)
     peak = spec.peak_flops_per_s(dtype, engine)
     if peak is None:
         raise SystemExit(f"{device} lists no {engine} {dtype} peak")

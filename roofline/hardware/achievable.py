@@ -67,7 +67,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from roofline._si import si
-from roofline.hardware.measured import Achievable, GemmFit, Measured
+from roofline.hardware.measured import Achievable, GemmFit, Measured, gemm_engine
 from roofline.hardware.measured import BandwidthPattern as Pattern
 from roofline.hardware.registry import _builtin  # the shipped data files only
 from roofline.hardware.spec import DEFAULT_LAUNCH_OVERHEAD_SECONDS, DeviceSpec
@@ -431,8 +431,7 @@ class Figures:
         then costs a GEMM at the matrix figure and the share of the chip it fills)."""
         key = canonical_dtype(dtype)
         spec = self._spec
-        if spec.measured or spec.peak_flops_per_s(
-                key, "vector" if key == "fp32" else "matrix") is None:
+        if spec.measured or spec.peak_flops_per_s(key, gemm_engine(key)) is None:
             return None
         table = spec.achievable.gemm if spec.achievable else {}
         sibling = _SIBLING.get(key)

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
 from roofline._errors import DeviceSpecError
-from roofline.hardware.measured import GemmFit
+from roofline.hardware.measured import GemmFit, gemm_engine
 from roofline.hardware.spec import DeviceSpec, validate_device
 from roofline.hardware.units import canonical_dtype
 
@@ -66,7 +66,7 @@ def with_gemm_fits(specs: Iterable[DeviceSpec], path: Path = GEMM_FILE) -> list[
             out.append(spec)
             continue
         for dtype in fits[spec.name]:
-            engine: Literal["matrix", "vector"] = "vector" if dtype == "fp32" else "matrix"
+            engine = gemm_engine(dtype)
             if spec.peak_flops_per_s(dtype, engine) is None:
                 raise DeviceSpecError(f"{path}: the {spec.name} {dtype} row fits a share of a "
                                       f"{engine} {dtype} peak that the device does not list")

@@ -99,6 +99,12 @@ class Measured(BaseModel):
         return data
 
 
+def gemm_engine(dtype: str) -> Literal["matrix", "vector"]:
+    """The engine a GEMM of ``dtype`` (canonical) runs on, whose datasheet peak its fit
+    derates: the CUDA cores in fp32, the matrix units otherwise."""
+    return "vector" if dtype == "fp32" else "matrix"
+
+
 class GemmFit(BaseModel):
     """A GEMM time model fitted to a measured per-shape table of one device and dtype.
 
