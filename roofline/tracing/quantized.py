@@ -137,9 +137,7 @@ def _matmul_op(op: OpRecord, dtype: WeightDtype, params: set[int]) -> tuple[OpRe
         return op, read
     if isinstance(dtype, torch.dtype):
         return _weight_op(op, dtype), read
-    shapes = zip(op.input_ids, op.input_shapes, strict=False)
-    matrices = {sid for sid, shape in shapes if sid in read and len(shape) >= 2}
-    return _nvfp4_op(op, params), matrices  # NVFP4 packs matrices; a bias keeps its dtype
+    return _nvfp4_op(op, params)
 
 
 def _narrowed(storages: dict[int, Storage], to: WeightDtype | None) -> dict[int, float]:
@@ -174,23 +172,26 @@ def _kv_op(op: OpRecord, kv: dict[int, float], storages: dict[int, Storage]) -> 
                    bytes_written=bytes_written)
 
 
-def _nvfp4_op(op: OpRecord, params: set[int]) -> OpRecord:
+def _nvfp4_op(op: OpRecord, params: set[int]) -> tuple[OpRecord, set[int]]:
     """A W4A4 matmul: its weights read at NVFP4's size; its activations read, quantized
-    (an fp4 copy written) and the copy read; on the fp4 rate. A bias keeps its dtype."""
+    (an fp4 copy written) and the copy read; on the fp4 rate. NVFP4 packs matrices: a
+    bias keeps its dtype. Also the parameters so packed."""
     size = itemsize(op.dtype)
     if not size or size <= NVFP4_BYTES:
-        return op
+        return op, set()
+    matrices: set[int] = set()
     weights = activations = 0
     for sid, shape in zip(op.input_ids, op.input_shapes, strict=False):
         if sid not in params:
             activations += math.prod(shape)
         elif len(shape) >= 2:
             weights += math.prod(shape)
+            matrices.add(sid)
     read = weights * NVFP4_BYTES + activations * (size + NVFP4_BYTES)
     return replace(op, bytes_read=max(0, round(op.bytes_read - (weights + activations) * size
                                                + read)),
                    bytes_written=op.bytes_written + round(activations * NVFP4_BYTES),
-                   dtype=NVFP4)
+                   dtype=NVFP4), matrices
 
 
 def _weight_op(op: OpRecord, dtype: torch.dtype) -> OpRecord:
