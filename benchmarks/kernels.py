@@ -92,8 +92,9 @@ def _seconds(ops: list[OpRecord], device: str | roofline.DeviceSpec, **options: 
 
 
 def held_out_spec(table: Table) -> roofline.DeviceSpec | None:
-    """The device with its own 16-bit or fp8 fit replaced by the median of the other measured
-    devices of its vendor and class, for that dtype (None: no other member, or fp32)."""
+    """The device with its own 16-bit, fp8 or fp4 fit replaced by the median of the other
+    measured devices of its vendor and class, for that dtype (None: no other member, or
+    fp32)."""
     spec = roofline.get_device(table.device)
     if table.dtype not in GEMM_DEFAULT_DTYPES or spec.achievable is None:
         return None
