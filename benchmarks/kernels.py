@@ -13,7 +13,11 @@ signed log error, < 0 when predicted faster than measured):
 * ``fitted``: the default, the GEMM model fitted to this very table (in-sample);
 * ``held out``: the device's own fit removed and replaced by the median of the *other*
   measured devices of its vendor and class (what a user's new GPU of that class gets);
-  fp32 GEMMs have no class default (see ``GEMM_DEFAULT_DTYPES``) and fall back to tiles.
+  fp32 GEMMs have no fitted class default (see ``GEMM_DEFAULT_DTYPES``): their own fit
+  and SGEMM figure are dropped, and they run at tiles with the median SGEMM share of the
+  other measured devices of their FP32 datapath design
+  (:func:`~roofline.hardware.achievable.fp32_datapath_class`). ``(tiles)``: no other
+  member, the ``tiles`` column again.
 
 Usage: ``python benchmarks/kernels.py`` (about a minute). Tables and their sources:
 ``benchmarks/data/kernels/README.md``; the A100 and H100 row-wise tables are vidur's, whose
@@ -34,8 +38,13 @@ import torch
 from torch import nn
 
 import roofline
-from roofline.hardware.achievable import GEMM_DEFAULT_DTYPES, class_of, gemm_pool
-from roofline.hardware.measured import GemmFit
+from roofline.hardware.achievable import (
+    GEMM_DEFAULT_DTYPES,
+    class_of,
+    fp32_datapath_class,
+    gemm_pool,
+)
+from roofline.hardware.measured import GemmFit, Measured
 from roofline.tracing.records import OpRecord, Trace
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -93,10 +102,15 @@ def _seconds(ops: list[OpRecord], device: str | roofline.DeviceSpec, **options: 
 
 def held_out_spec(table: Table) -> roofline.DeviceSpec | None:
     """The device with its own 16-bit, fp8 or fp4 fit replaced by the median of the other
-    measured devices of its vendor and class, for that dtype (None: no other member, or
-    fp32)."""
+    measured devices of its vendor and class, for that dtype; for fp32, its fit and its
+    SGEMM figure dropped and the figure replaced by the median share of the other devices
+    of its FP32 datapath design (None: no other member)."""
     spec = roofline.get_device(table.device)
-    if table.dtype not in GEMM_DEFAULT_DTYPES or spec.achievable is None:
+    if spec.achievable is None:
+        return None
+    if table.dtype == "fp32":
+        return _held_out_sgemm(spec)
+    if table.dtype not in GEMM_DEFAULT_DTYPES:
         return None
     others = []
     for other in roofline.list_devices(vendor=spec.vendor):
@@ -117,6 +131,28 @@ def held_out_spec(table: Table) -> roofline.DeviceSpec | None:
             if d not in GEMM_DEFAULT_DTYPES or gemm_pool(d) != gemm_pool(table.dtype)}
     gemm[table.dtype] = fit
     return spec.with_overrides(achievable=spec.achievable.model_copy(update={"gemm": gemm}))
+
+
+def _held_out_sgemm(spec: roofline.DeviceSpec) -> roofline.DeviceSpec | None:
+    """``spec`` as a user's new GPU of its FP32 datapath design would see it: no fp32 GEMM
+    fit, and the SGEMM share the *other* measured members of the design reach."""
+    assert spec.achievable is not None
+    design = fp32_datapath_class(spec)
+    others = [o for o in roofline.list_devices(vendor=spec.vendor)
+              if o.name != spec.name and o.achievable is not None and design is not None
+              and "fp32" in o.achievable.vector_flops_per_s
+              and fp32_datapath_class(o) == design]
+    if not others:
+        return None
+    share = statistics.median(o.achievable.vector_flops_per_s["fp32"].value  # type: ignore[union-attr]
+                              / o.vector_flops_per_s["fp32"] for o in others)
+    figure = Measured(value=share * spec.vector_flops_per_s["fp32"],
+                      source=f"leave-one-out median of {', '.join(o.name for o in others)}",
+                      method="benchmarks/kernels.py", conditions=None, clock_hz=None)
+    gemm = {d: f for d, f in spec.achievable.gemm.items() if d != "fp32"}
+    vector = {**spec.achievable.vector_flops_per_s, "fp32": figure}
+    return spec.with_overrides(achievable=spec.achievable.model_copy(
+        update={"gemm": gemm, "vector_flops_per_s": vector}))
 
 
 def gemm_rows() -> list[list[str]]:
@@ -219,6 +255,29 @@ def rowwise_rows() -> list[list[str]]:
     return out
 
 
+def sgemm_rows() -> list[list[str]]:
+    """Each device with a measured SGEMM peak (TF32 off) against the median share of the
+    *other* measured devices of its FP32 datapath design: what a new GPU of that design
+    gets, next to the datasheet's error."""
+    rows = []
+    for spec in roofline.list_devices():
+        design = fp32_datapath_class(spec)
+        own = spec.achievable.vector_flops_per_s.get("fp32") if spec.achievable else None
+        if own is None or design is None:
+            continue
+        share = own.value / spec.vector_flops_per_s["fp32"]
+        held = _held_out_sgemm(spec)
+        if held is None or held.achievable is None:
+            rows.append([spec.name, design.removeprefix(f"{spec.vendor} "), f"{share:.0%}",
+                         "-", "-", f"{1 / share - 1:+.0%}"])
+            continue
+        other = held.achievable.vector_flops_per_s["fp32"].value / spec.vector_flops_per_s[
+            "fp32"]
+        rows.append([spec.name, design.removeprefix(f"{spec.vendor} "), f"{share:.0%}",
+                     f"{other:.0%}", f"{other / share - 1:+.0%}", f"{1 / share - 1:+.0%}"])
+    return rows
+
+
 def table(header: Sequence[str], rows: list[list[str]]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
     line = "| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |"
@@ -232,6 +291,16 @@ def main() -> int:
     print("GEMM (median |error| per table; fitted and held out also p90 and bias)\n")
     print(table(["device", "dtype", "shapes", "datasheet", "tiles", "fitted", "fitted p90",
                  "held out", "held-out p90", "held-out bias"], gemm_rows()))
+    sgemm = sgemm_rows()
+    print("\nSGEMM peak share (fp32, TF32 off; measured: zzc-db's maximum over square sizes), "
+          "each device against the median of the other measured devices of its FP32 datapath "
+          "design (error: predicted / measured - 1)\n")
+    print(table(["device", "design", "measured", "held out", "held-out error",
+                 "datasheet error"], sgemm))
+    errors = [abs(float(r[4].rstrip("%")) / 100) for r in sgemm if r[4] != "-"]
+    datasheet = [abs(float(r[5].rstrip("%")) / 100) for r in sgemm if r[4] != "-"]
+    print(f"\n{len(errors)} held-out devices: median |error| {statistics.median(errors):.1%} "
+          f"(datasheet {statistics.median(datasheet):.1%})")
     print("\nBatched GEMM (AIConfigurator's MLA bmm; not fitted: the device's GEMM fit)\n")
     print(table(["device", "dtype", "shapes", "datasheet", "tiles", "fitted", "bias"],
                 bmm_rows()))

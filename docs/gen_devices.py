@@ -74,8 +74,9 @@ Achievable figures (`achievable` in the data files, resolved by
 - The tables show datasheet and achievable side by side, `datasheet | achievable (share of
   datasheet, origin)`. Origin `measured`: this device's measurement (for `copy`, FluidX3D's kernel
   stands in where no STREAM measurement exists); `class default`: the median share of the measured
-  devices of its class (memory family and segment, see the class table below); `datasheet`: no
-  measured device in its class.
+  devices of its class (memory family and segment, see the class table below; fp32 vector
+  figures, which SGEMM sets, by FP32 datapath design within the class: lanes per SM from the
+  datasheet and whether the part has matrix units); `datasheet`: no measured device in its class.
 - Loading rejects a bandwidth above the datasheet bandwidth (efficiency > 1), a FLOP/s figure or
   clock above {margin:g}x the datasheet peak / rated boost (`CLOCK_MARGIN`: GeForce cards run above
   their rated boost, up to 1.16x measured), and a figure without a source or method, naming file,
@@ -85,10 +86,6 @@ Add your own hardware with a YAML file in `platformdirs.user_config_dir("rooflin
 (or `$ROOFLINE_DEVICES_DIR`) using the same fields; `roofline/hardware/data/schema.json` is the
 JSON Schema.
 """
-
-
-def _tflops(value: float | None) -> str:
-    return "-" if value is None else f"{value / 1e12:,.1f}"
 
 
 def _peaks(table: dict[str, float]) -> str:
@@ -102,7 +99,8 @@ def _peaks(table: dict[str, float]) -> str:
 def _summary(specs: list[DeviceSpec]) -> list[str]:
     lines = [
         "| Device | Vendor | Kind | Class | BF16 matrix TFLOPS (datasheet \\| achievable) "
-        "| FP16 matrix TFLOPS (datasheet \\| achievable) | FP32 vector TFLOPS "
+        "| FP16 matrix TFLOPS (datasheet \\| achievable) | FP32 vector TFLOPS (datasheet \\| "
+        "achievable) "
         "| Bandwidth TB/s (datasheet \\| achievable, copy) | Memory GB | Ridge FLOP/B (BF16) |",
         "|---|---|---|---|--:|--:|--:|--:|--:|--:|",
     ]
@@ -113,7 +111,8 @@ def _summary(specs: list[DeviceSpec]) -> list[str]:
         cells = [
             side_by_side(spec.peak_flops_per_s("bf16"), achievable.matrix("bf16"), 1e12),
             side_by_side(spec.peak_flops_per_s("fp16"), achievable.matrix("fp16"), 1e12),
-            _tflops(spec.peak_flops_per_s("fp32", "vector")),
+            side_by_side(spec.peak_flops_per_s("fp32", "vector"), achievable.vector("fp32"),
+                         1e12),
             side_by_side(spec.bandwidth_bytes_per_s, achievable.bandwidth("copy"), 1e12, 3),
         ]
         lines.append(
@@ -130,7 +129,8 @@ def _class_table() -> list[str]:
         "|---|---|--:|---|",
     ]
     for (cls, figure, key), default in _shipped_defaults().items():
-        if figure in ("bandwidth", "matrix") or key in ("efficiency", "bandwidth_share"):
+        if figure in ("bandwidth", "matrix", "vector") or key in ("efficiency",
+                                                                  "bandwidth_share"):
             median = f"{default.value:.0%} of datasheet"
         else:
             median = format_quantity(default.value, "seconds")
@@ -252,8 +252,8 @@ def render_devices_markdown() -> str:
         "## Class defaults",
         "",
         "Medians over the measured devices of each class (shares of the datasheet figure for",
-        "bandwidth and matrix FLOP/s; seconds for launch overhead and DRAM latency), applied to",
-        "the devices of the class that have no measurement of their own.",
+        "bandwidth, matrix and vector FLOP/s; seconds for launch overhead and DRAM latency),",
+        "applied to the devices of the class that have no measurement of their own.",
         "",
         *_class_table(),
         "",

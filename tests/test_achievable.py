@@ -14,7 +14,12 @@ import pytest
 import yaml
 
 from roofline.hardware import DeviceSpec, DeviceSpecError, get_device, load_device
-from roofline.hardware.achievable import class_defaults, class_of, figures
+from roofline.hardware.achievable import (
+    class_defaults,
+    class_of,
+    figures,
+    fp32_datapath_class,
+)
 from roofline.hardware.registry import _builtin
 from roofline.hardware.spec import CLOCK_MARGIN, validate_device
 
@@ -83,6 +88,58 @@ def test_rtx_4090_fp16_is_the_median_of_the_crowd_rows() -> None:
     assert fp16.value == pytest.approx((165.94 + 167.80) / 2 * 1e12)
     assert fp16.value == pytest.approx(statistics.median(rows) * 1e12)
     assert fp16.share is not None and fp16.share > 1  # GeForce boosts above its rated clock
+
+
+def test_sgemm_share_from_the_crowd_rows_with_tf32_off() -> None:
+    # zzc-db database.md, fp32 column (test.py turns TF32 off): the three RTX 3090 rows
+    # 24.46, 24.84, 24.79 TFLOPS against the 35.6 TFLOPS datasheet; H100 SXM 51.88 and 52.11
+    rtx3090 = figures(get_device("RTX 3090")).vector("fp32")
+    assert rtx3090 is not None and rtx3090.origin == "measured" and "TF32 off" in rtx3090.method
+    assert rtx3090.value == pytest.approx(24.79e12)
+    assert rtx3090.share == pytest.approx(24.79 / 35.6)
+    h100 = figures(get_device("H100 SXM")).vector("fp32")
+    assert h100 is not None and h100.value == pytest.approx((51.88 + 52.11) / 2 * 1e12)
+
+
+def test_fp32_datapath_class_from_the_datasheet() -> None:
+    # lanes = fp32 peak / (2 FLOPs x SMs x boost): RTX 4080 48.7e12 / (2 x 76 x 2505 MHz) =
+    # 127.9 (two 16-lane datapaths per partition, Ada); TITAN RTX 16.3e12 / (2 x 72 x 1770
+    # MHz) = 63.95 (Turing, one); GTX 1080 8.9e12 / (2 x 20 x 1733 MHz) = 128.4 but no
+    # tensor cores (Pascal: 128 lanes in one datapath)
+    assert fp32_datapath_class(get_device("RTX 4080")) == \
+        "NVIDIA GDDR consumer with 128 FP32 lanes per compute unit and matrix units"
+    assert fp32_datapath_class(get_device("TITAN RTX")) == \
+        "NVIDIA GDDR consumer with 64 FP32 lanes per compute unit and matrix units"
+    assert fp32_datapath_class(get_device("GTX 1080")) == \
+        "NVIDIA GDDR consumer with 128 FP32 lanes per compute unit and no matrix units"
+    # the H200 SXM rates no boost clock: its measured sustained 1980 MHz gives 67e12 / (2 x
+    # 132 x 1980 MHz) = 128.2, the H100 SXM's design
+    assert fp32_datapath_class(get_device("H200 SXM")) == \
+        fp32_datapath_class(get_device("H100 SXM"))
+    assert fp32_datapath_class(get_device("H100 NVL")) is None  # no clock to derive it from
+    bare = hbm_gpu("No SMs")
+    assert fp32_datapath_class(bare) is None
+
+
+def test_sgemm_default_pools_one_datapath_design_and_class() -> None:
+    """An unmeasured Ada GeForce takes the median SGEMM share of the measured GeForce cards of
+    two FP32 datapaths (zzc-db fp32 column over each datasheet): RTX 3070 13.69 / 20.3,
+    3080 21.07 / 29.8, 3080 Ti 24.635 / 34.1, 3090 24.79 / 35.6, 4090 54.255 / 82.6, 5090
+    68.365 / 104.8. Never the Turing or Pascal cards' share, which SGEMM fills to ~90%."""
+    shares = [13.69 / 20.3, 21.07 / 29.8, 24.635 / 34.1, 24.79 / 35.6, 54.255 / 82.6,
+              68.365 / 104.8]
+    fp32 = figures(get_device("RTX 4080")).vector("fp32")
+    assert fp32 is not None and fp32.origin == "class default"
+    assert fp32.share == pytest.approx(statistics.median(shares))
+    assert fp32.value == pytest.approx(48.7e12 * statistics.median(shares))
+    assert "6 measured" in fp32.source
+    # Pascal pools with Pascal (GTX 1080 Ti: 10.09 / 11.3), not with the two-datapath cards
+    pascal = figures(get_device("GTX 1080")).vector("fp32")
+    assert pascal is not None and pascal.share == pytest.approx(10.09 / 11.3)
+    # a Turing GeForce has no measured member of its design: the datasheet, said so
+    turing = figures(get_device("TITAN RTX")).vector("fp32")
+    assert turing is not None and turing.origin == "datasheet"
+    assert "FP32 datapath design" in turing.method
 
 
 def test_launch_overhead_and_latency_from_gpu_benches() -> None:

@@ -86,7 +86,8 @@ def test_depthwise_convolution_runs_on_the_vector_units() -> None:
     assert any("calibrated depthwise rate" in note for note in b.assumptions)
     fp32 = roofline.analyze(Trace([replace(depthwise, dtype="float32")]), measured,
                             overhead=False)
-    assert fp32.op_seconds[0] == pytest.approx(10**12 / a100.peak_flops_per_s("fp32", "vector"))
+    # at the vector fp32 rate the A100 SXM 80GB was measured at: 19.18 TFLOPS (zzc-db fp32)
+    assert fp32.op_seconds[0] == pytest.approx(10**12 / 19.18e12)
     # what-if devices scale it with the peaks; a new vector peak rescales it
     assert measured.scaled(flops_factor=2).depthwise_flops_per_s["bf16"] == pytest.approx(4e12)
     vector = dict(measured.vector_flops_per_s, bf16=2 * measured.vector_flops_per_s["bf16"])

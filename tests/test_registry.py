@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
+import roofline
 from roofline.hardware import (
     AmbiguousDeviceError,
     DeviceSpec,
@@ -31,6 +32,7 @@ from roofline.hardware import (
 from roofline.hardware import registry as registry_module
 from roofline.hardware.registry import DeviceFileWarning
 from roofline.hardware.spec import DEFAULT_LAUNCH_OVERHEAD_SECONDS
+from roofline.tracing.records import OpRecord, Trace
 
 SHIPPED = [spec for spec, _ in registry_module._builtin()]
 
@@ -201,6 +203,22 @@ def test_rtx_4000_ada_tensor_rate_is_derived_from_its_fp32_rate() -> None:
     spec = get_device("RTX 4000 Ada")
     assert spec.matrix_flops_per_s["fp16"] == pytest.approx(
         4 * spec.vector_flops_per_s["fp32"], rel=0.005)
+
+
+@pytest.mark.parametrize("name", ["RTX 4000 Ada", "RTX 5000 Ada", "RTX 6000 Ada"])
+def test_rtx_ada_cards_have_a_tf32_peak_at_half_their_fp16_rate(name: str) -> None:
+    """Ada's TF32 tensor rate is half its FP16 one where NVIDIA prints both (L40S 183 of
+    362.05, RTX 4090 82.6 of 165.2 TFLOPS); without a TF32 peak a TF32 matmul on these
+    cards fell back to the CUDA cores."""
+    for published in ("L40S", "RTX 4090"):
+        ref = get_device(published).matrix_flops_per_s
+        assert ref["tf32"] / ref["fp16"] == pytest.approx(0.5, rel=0.02)
+    spec = get_device(name)
+    assert spec.matrix_flops_per_s["tf32"] == pytest.approx(spec.matrix_flops_per_s["fp16"] / 2)
+    a = roofline.analyze(Trace([OpRecord("aten.mm.default", "matmul", "forward", "", "float32",
+                                         2 * 4096**3, 3 * 4 * 4096**2, 4 * 4096**2)]),
+                         spec, tf32_matmul=True, gemm_shapes=False)
+    assert str(a.engine[0]) == "matrix tf32"
 
 
 # docs/devices.md is generated from the shipped data

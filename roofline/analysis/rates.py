@@ -21,7 +21,13 @@ from dataclasses import dataclass, field
 
 from roofline.analysis.options import EFFICIENCY_KEYS, Options
 from roofline.hardware import DeviceSpec
-from roofline.hardware.achievable import Figure, Figures, GemmFigure, figures
+from roofline.hardware.achievable import (
+    Figure,
+    Figures,
+    GemmFigure,
+    figures,
+    fp32_datapath_class,
+)
 from roofline.hardware.checks import check_efficiency
 from roofline.hardware.engines import Engine
 from roofline.hardware.measured import AccessPattern as Pattern
@@ -41,6 +47,18 @@ def access_pattern(bytes_read: float, bytes_written: float) -> Pattern:
     r = bytes_read / bytes_written
     return "read" if r >= READ_PER_WRITE["read"] else "triad" if r >= READ_PER_WRITE[
         "triad"] else "copy"
+
+
+def _two_datapaths(spec: DeviceSpec) -> str:
+    """What the fp32 note adds for a part whose SMs split their FP32 lanes over two
+    datapaths (:func:`~roofline.hardware.achievable.fp32_datapath_class`)."""
+    design = fp32_datapath_class(spec)
+    if design is None or spec.vendor != "NVIDIA" or "128 FP32 lanes" not in design \
+            or "no matrix units" in design:
+        return ""
+    return ("; its SMs have two FP32 datapaths per partition, one shared with INT32, which "
+            "SGEMM keeps only partly busy: 51-78% of the fp32 peak where measured (the "
+            "vector fp32 figure below)")
 
 
 # Integer and boolean ops (indices, masks) are costed at the fp32 vector rate without a note.
@@ -177,7 +195,8 @@ class Rates:
             # the engine exists, but PyTorch leaves TF32 off by default for matmuls
             flag = "tf32_conv" if category == "conv" else "tf32_matmul"
             self.note(f"{name}: float32 {category} ops run on its vector units with TF32 "
-                      f"off ({flag}=False, PyTorch's matmul default; --dtype tf32 on the CLI)")
+                      f"off ({flag}=False, PyTorch's matmul default; --dtype tf32 on the CLI)"
+                      + _two_datapaths(spec))
         else:
             self.note(f"{name} has no {want} matrix units: {want} matmuls run on its vector "
                       "units, as PyTorch falls back")

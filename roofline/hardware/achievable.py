@@ -36,8 +36,14 @@ Resolution, per figure:
 * ``matrix(dtype)``: the measurement of that dtype; else, for fp16/bf16 with equal
   datasheet peaks, the device's measured share of the other; else the class median share
   for that dtype; else the datasheet. None when the device has no matrix peak for it.
-* ``vector(dtype)``: the measurement, else the datasheet (no class default: the few FMA
-  measurements differ in kernel and clock behaviour too much to transfer).
+* ``vector(dtype)``: the measurement; else, for fp32, the median share of the measured
+  devices of the same class and FP32 datapath design (:func:`fp32_datapath_class`: the
+  vendor, the class, the FP32 lanes per compute unit the datasheet implies, and whether
+  the part has matrix units); else the datasheet. SGEMM with TF32 off reaches 62-78% of
+  the datasheet on Ampere GA10x, Ada and Hopper boards (two FP32 datapaths per SM
+  partition, one shared with INT32; 128 lanes per SM) and 90-98% on Volta and A100 (one
+  datapath; 64 lanes); the datacentre GDDR cards L4, L40S and T4 reach 51-54%
+  (zzc0721/torch-performance-test-data@9d8282763726, fp32 column).
 * ``launch_overhead(graphs)``: the measurement; else an explicit
   ``launch_overhead_seconds`` on the spec (a value other than the per-kind modelling
   default, e.g. from a user file); else the median over measured devices of the same kind
@@ -60,6 +66,7 @@ Run ``python -c "from roofline.hardware.achievable import class_defaults; ..."``
 from __future__ import annotations
 
 import functools
+import math
 import re
 import statistics
 from collections.abc import Iterable, Iterator
@@ -83,6 +90,7 @@ __all__ = [
     "class_defaults",
     "class_of",
     "figures",
+    "fp32_datapath_class",
 ]
 
 Origin = Literal["measured", "class default", "datasheet"]
@@ -192,12 +200,12 @@ class GemmFigure:
 class ClassDefault:
     """Median of one figure over the measured members of one class.
 
-    ``value`` is a share of the datasheet for bandwidth and matrix figures, seconds for
-    launch overhead and DRAM latency.
+    ``value`` is a share of the datasheet for bandwidth, matrix and vector figures, seconds
+    for launch overhead and DRAM latency.
     """
 
     class_name: str
-    figure: str  # "bandwidth", "matrix", "launch", "latency"
+    figure: str  # "bandwidth", "matrix", "vector", "launch", "latency", "gemm..."
     key: str  # pattern, dtype, "plain"/"graph", or ""
     value: float
     members: tuple[str, ...]
@@ -254,6 +262,33 @@ def class_of(spec: DeviceSpec) -> str:
     return f"{family} datacentre"
 
 
+def fp32_datapath_class(spec: DeviceSpec) -> str | None:
+    """The device's FP32 datapath design within its class (:func:`class_of`, which stands
+    for the power class), for the vector fp32 default, e.g. ``"NVIDIA GDDR consumer with
+    128 FP32 lanes per compute unit and matrix units"``; None when the datasheet lacks the
+    figures to say.
+
+    The lanes are the fp32 vector peak over 2 FLOPs per FMA, the compute units and the boost
+    clock (the measured sustained clock where no boost is rated), to the nearest power of
+    two (None when none is within 10%). On NVIDIA parts with tensor cores 128 lanes means
+    two FP32 datapaths per SM partition (Ampere GA10x, Ada, Hopper, Blackwell) and 64 one
+    (Volta, Turing, A100); Pascal has 128 lanes in one datapath and no matrix units, so it
+    is a class of its own.
+    """
+    peak = spec.vector_flops_per_s.get("fp32")
+    sustained = spec.achievable.sustained_clock_hz if spec.achievable else None
+    clock = spec.boost_clock_hz or (sustained.value if sustained else None)
+    if peak is None or not spec.compute_units or not clock:
+        return None
+    lanes = peak / (2 * spec.compute_units * clock)
+    nearest = 2 ** round(math.log2(lanes))
+    if abs(lanes / nearest - 1) > 0.10:
+        return None
+    matrix = "and" if spec.matrix_flops_per_s or spec.matrix_sparse_flops_per_s else "and no"
+    return f"{spec.vendor} {class_of(spec)} with {nearest} FP32 lanes per compute unit " \
+           f"{matrix} matrix units"
+
+
 def _own_bandwidth(spec: DeviceSpec, pattern: str) -> tuple[Measured, str] | None:
     """The device's measurement for ``pattern`` or its nearest measured pattern, and which."""
     if spec.achievable is None:
@@ -293,8 +328,10 @@ def class_defaults(population: Iterable[DeviceSpec]) -> dict[tuple[str, str, str
     -------
     dict
         ``(class, figure, key) -> ClassDefault``; figure is ``"bandwidth"`` (key: pattern),
-        ``"matrix"`` (key: dtype), ``"launch"`` (class: the device kind, key ``"plain"`` or
-        ``"graph"``) or ``"latency"`` (class: the memory family, key ``""``).
+        ``"matrix"`` (key: dtype), ``"vector"`` (class: :func:`fp32_datapath_class`, key
+        ``"fp32"``), ``"launch"`` (class: the device kind, key ``"plain"`` or ``"graph"``),
+        ``"latency"`` (class: the memory family, key ``""``) or a GEMM pool (key: the fit's
+        part).
     """
     samples: dict[tuple[str, str, str], list[tuple[str, float]]] = {}
     for spec in population:
@@ -318,6 +355,10 @@ def _samples(spec: DeviceSpec, achievable: Achievable,
             yield (cls, "bandwidth", pattern), own[0].value / spec.bandwidth_bytes_per_s
     for dtype, m in achievable.matrix_flops_per_s.items():
         yield (cls, "matrix", dtype), m.value / spec.matrix_flops_per_s[dtype]
+    datapath = fp32_datapath_class(spec)
+    if datapath is not None and "fp32" in achievable.vector_flops_per_s:
+        yield (datapath, "vector", "fp32"), \
+            achievable.vector_flops_per_s["fp32"].value / spec.vector_flops_per_s["fp32"]
     for key, overhead in (("plain", achievable.launch_overhead_seconds),
                           ("graph", achievable.graph_launch_overhead_seconds)):
         if overhead is not None:
@@ -466,8 +507,17 @@ class Figures:
         m = spec.achievable.vector_flops_per_s.get(key) if spec.achievable else None
         if m is not None:
             return _measured(m, m.method, m.value / peak, "flops", name)
+        datapath = fp32_datapath_class(spec) if key == "fp32" else None
+        default = self._default("vector", key, datapath) if datapath else None
+        if default is not None:
+            return Figure(peak * default.value, default.value, "class default",
+                          default.description, "datasheet fp32 peak x the median share "
+                          "SGEMM reaches on parts of the same FP32 datapath design",
+                          "flops", name)
         return Figure(peak, 1.0, "datasheet", f"vector_flops_per_s[{key!r}]",
-                      "datasheet peak (vector figures have no class default)", "flops", name)
+                      "datasheet peak (no measured device of its FP32 datapath design)"
+                      if key == "fp32" else "datasheet peak (only fp32 vector figures have "
+                      "a class default)", "flops", name)
 
     # ------------------------------------------------------------------ overhead, latency
     def launch_overhead(self, graphs: bool = False) -> Figure:
