@@ -1,5 +1,6 @@
 """Per-kernel error of the time model against measured per-shape tables, per device and
-kernel family (GEMM, batched GEMM, elementwise, norm, softmax), with a train/test split.
+kernel family (GEMM, SGEMM peaks, batched GEMM, prefill attention, elementwise, norm,
+softmax), with a train/test split.
 
 Every prediction is the library's own: each measured shape becomes an op record (GEMMs)
 or a traced step on fake tensors (row-wise kernels) and goes through ``roofline.analyze``.
@@ -195,6 +196,49 @@ def bmm_rows() -> list[list[str]]:
     return rows
 
 
+#: AIConfigurator's context-attention tables (``extract_aic_attention.py``): device, engine.
+ATTENTION_TABLES = {"h100_sxm": ("H100 SXM", "TensorRT-LLM 1.3.0rc20"),
+                    "h200_sxm": ("H200 SXM", "TensorRT-LLM 1.3.0rc20"),
+                    "b200": ("B200", "TensorRT-LLM 1.3.0rc20"),
+                    "gb200_per_gpu": ("GB200 (per GPU)", "TensorRT-LLM 1.3.0rc20"),
+                    "l40s": ("L40S", "TensorRT-LLM 1.3.0rc20"),
+                    "a100_sxm_80gb": ("A100 SXM 80GB", "vLLM 0.14.0 (FlashAttention-2)")}
+#: Shapes with at least this many FLOPs: where the kernel, not its fixed cost, sets the time.
+LARGE_ATTENTION_FLOPS = 1e11
+
+
+@functools.cache
+def _attention_trace(batch: int, heads: int, seq: int, head_dim: int) -> Trace:
+    """Causal multi-head prefill attention on fake bf16 tensors, as PyTorch's SDPA runs it."""
+    q = torch.empty(batch, heads, seq, head_dim, dtype=torch.bfloat16, device="meta")
+    return roofline.trace(
+        lambda q, k, v: nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True),
+        q, q, q, fake=True)
+
+
+def attention_rows() -> list[list[str]]:
+    rows = []
+    for name, (device, engine) in ATTENTION_TABLES.items():
+        header, data = _rows(f"attention_aic_{name}_bf16.csv.gz")
+        b, h, s, d, measured = (data[:, header.index(c)].astype(float)
+                                for c in ("batch", "heads", "seq", "head_dim", "seconds"))
+        traces = [_attention_trace(*map(int, shape)) for shape in zip(b, h, s, d, strict=True)]
+        flops = np.array([sum(op.flops for op in t.ops) for t in traces])
+        predicted = {v: np.array([roofline.analyze(t, device, **options).seconds
+                                  for t in traces])
+                     for v, options in (("datasheet", DATASHEET), ("default", {}))}
+        large = flops >= LARGE_ATTENTION_FLOPS
+        default, big = (_errors(predicted["default"][sel], measured[sel])
+                        for sel in (np.ones_like(large), large))
+        reached = flops[large] / measured[large] / roofline.get_device(device).peak_flops_per_s(
+            "bf16")
+        rows.append([device, engine, str(len(traces)),
+                     f"{_errors(predicted['datasheet'], measured)[0]:.1%}",
+                     f"{default[0]:.1%}", f"{default[2]:+.2f}", str(int(large.sum())),
+                     f"{big[0]:.1%}", f"{big[2]:+.2f}", f"{np.median(reached):.0%}"])
+    return rows
+
+
 def _rowwise_step(op: str, rows: int, cols: int, dtype: torch.dtype) -> Callable[..., object]:
     if op == "layer_norm":
         norm = nn.LayerNorm(cols, device="meta", dtype=dtype)
@@ -304,6 +348,12 @@ def main() -> int:
     print("\nBatched GEMM (AIConfigurator's MLA bmm; not fitted: the device's GEMM fit)\n")
     print(table(["device", "dtype", "shapes", "datasheet", "tiles", "fitted", "bias"],
                 bmm_rows()))
+    print("\nPrefill attention (causal, as many KV heads as query heads, head size 128, bf16; "
+          "AIConfigurator's tables; not fitted: the device's matrix figure and the share of "
+          "the chip its blocks fill)\n")
+    print(table(["device", "engine", "shapes", "datasheet", "default", "bias",
+                 f">= {LARGE_ATTENTION_FLOPS:.0e} FLOPs", "default", "bias",
+                 "measured share of bf16 peak"], attention_rows()))
     print("\nRow-wise kernels (fp16; the library's model, no fit; kernel only: without the "
           "launch overhead, as vidur's kineto kernel durations are)\n")
     print(table(["device", "source", "op", "shapes", "datasheet", "default", "bias",
