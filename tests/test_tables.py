@@ -55,6 +55,7 @@ def test_format_devices_table_wide_has_datasheet_and_achievable() -> None:
     h100_row = next(line for line in lines if line.startswith("H100 SXM"))
     assert "989.4 | 794.5 (80%, measured)" in h100_row  # 794.5 / 989.4 = 80.3%
     assert "3.350 | 2.693 (80%, measured)" in h100_row  # 2.693 / 3.35 = 80.4%
+    assert "66.9 | 52.0 (78%, measured)" in h100_row  # SGEMM (zzc-db): 51.995 / 66.9 = 77.7%
 
 
 @pytest.mark.usefixtures("isolated_registry")

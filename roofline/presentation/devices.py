@@ -20,7 +20,7 @@ HEADERS = (
     "Name",
     "Vendor",
     "BF16 matrix TFLOPS (datasheet | achievable)",
-    "FP32 vector TFLOPS",
+    "FP32 vector TFLOPS (datasheet | achievable)",
     "Bandwidth TB/s (datasheet | achievable, copy)",
     "Memory GB",
     "Ridge FLOP/B (BF16)",
@@ -58,7 +58,7 @@ def device_row(spec: DeviceSpec) -> tuple[str, ...]:
         spec.name,
         spec.vendor,
         side_by_side(bf16, achievable.matrix("bf16"), 1e12),
-        _fmt(None if fp32 is None else fp32 / 1e12),
+        side_by_side(fp32, achievable.vector("fp32"), 1e12),
         side_by_side(spec.bandwidth_bytes_per_s, achievable.bandwidth("copy"), 1e12, 3),
         _fmt(None if memory is None else memory / 1e9, 0),
         _fmt(ridge, 0),
@@ -97,7 +97,7 @@ def format_devices_table(specs: Iterable[DeviceSpec], wide: bool = False) -> str
     ----------
     specs : iterable of DeviceSpec
         E.g. ``roofline.hardware.list_devices()``.
-    wide : datasheet and achievable figures side by side with their origin (about 170
+    wide : datasheet and achievable figures side by side with their origin (about 200
         columns); by default the achievable figures alone, in under 100 columns.
 
     Returns
