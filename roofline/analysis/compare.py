@@ -80,6 +80,13 @@ class Comparison:
         return b / a if a else math.nan
 
     @property
+    def achievable_flops_ratio(self) -> float:
+        """Ratio of the rates those engines run at, each at the share of its peak the device
+        reaches (dst over src; equal to ``flops_ratio`` with ``peaks="datasheet"``)."""
+        a, b = self.src.achievable_flops_per_s, self.dst.achievable_flops_per_s
+        return b / a if a else math.nan
+
+    @property
     def bandwidth_ratio(self) -> float:
         return self.dst.device.bandwidth_bytes_per_s / self.src.device.bandwidth_bytes_per_s
 
@@ -128,6 +135,7 @@ class Comparison:
         return Reasons(
             src=src.device.name, dst=dst.device.name, speedup=self.speedup,
             flops_ratio=self.flops_ratio, bandwidth_ratio=self.bandwidth_ratio, shares=shares,
+            achievable_flops_ratio=self.achievable_flops_ratio,
             categories={b: top_categories(src, b) for b in shares if b != "host"},
             limits=self.speedup_limits(),
             assumptions=list(dict.fromkeys(src.assumptions + dst.assumptions)),
@@ -197,8 +205,8 @@ def compare(trace: Trace | ServingTrace | Serving, src: str | DeviceSpec | Trace
     --------
     >>> t = roofline.trace(nn.Linear(4096, 4096), torch.randn(8192, 4096), fake=True)
     >>> c = roofline.compare(t, "a100", "h100")
-    >>> round(c.speedup, 2), round(c.flops_ratio, 2)
-    (3.43, 3.43)
+    >>> round(c.speedup, 2), round(c.flops_ratio, 2), round(c.achievable_flops_ratio, 2)
+    (2.71, 3.43, 2.71)
     """
     if method not in ("roofline", "runtime"):
         raise ValueError(f"method must be 'roofline' or 'runtime', got {method!r}")

@@ -3,6 +3,7 @@ the Amdahl limits and the assumptions. ``roofline.explain`` puts them in words."
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from roofline.analysis.bands import Band
@@ -46,6 +47,9 @@ class Reasons:
     fusion : dict[str, tuple[int, int]] or None
         Of an eager step against its compiled step: bytes per op family, eager and
         compiled (see ``Comparison.fusion``); None for a device swap.
+    achievable_flops_ratio : float
+        The same engines' rates at the shares of their peaks the devices reach (dst over
+        src; NaN when not known).
     """
 
     src: str
@@ -61,6 +65,7 @@ class Reasons:
     flops: int = 0
     band: Band | None = None
     fusion: dict[str, tuple[int, int]] | None = None
+    achievable_flops_ratio: float = math.nan
 
 
 def top_categories(a: Analysis, bound: str, n: int = TOP_CATEGORIES) -> list[str]:

@@ -208,14 +208,25 @@ class Analysis:
     @property
     def peak_flops_per_s(self) -> float:
         """Datasheet peak of the engine that carries most of the FLOPs."""
+        top = self._top_engine()
+        return 0.0 if top is None else self.device.peak_flops_per_s(None, top) or 0.0
+
+    @property
+    def achievable_flops_per_s(self) -> float:
+        """The rate the engine that carries most of the FLOPs runs its largest op at, before
+        fill: the datasheet peak times the share the device reaches (measured, its class's
+        or a GEMM fit's), as ``peaks`` says; 0 when no op has a rate."""
+        top = self._top_engine()
+        on_top = [(op.flops, float(r)) for op, e, r in
+                  zip(self.trace.ops, self.engine, self.flops_per_s, strict=True) if e == top]
+        return max(on_top)[1] if on_top else 0.0
+
+    def _top_engine(self) -> Engine | None:
         by_engine: dict[Engine, int] = {}
         for op, engine in zip(self.trace.ops, self.engine, strict=True):
             if engine is not None:
                 by_engine[engine] = by_engine.get(engine, 0) + op.flops
-        if not by_engine:
-            return 0.0
-        top = max(by_engine, key=lambda e: by_engine[e])
-        return self.device.peak_flops_per_s(None, top) or 0.0
+        return max(by_engine, key=lambda e: by_engine[e]) if by_engine else None
 
     @property
     def unrated_flops_share(self) -> float:
