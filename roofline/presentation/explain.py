@@ -68,9 +68,8 @@ def explain(c: Comparison | Reasons | ParallelAnalysis, assumptions: bool = True
         return (f"{r.dst} vs {r.src}: the trace predicts no device time (no ops, or views "
                 "only), so there is nothing to speed up." + tail)
     if math.isfinite(r.flops_ratio):
-        reached = r.achievable_flops_ratio
-        at = (f" ({reached:.2g}x at the rates each reaches)" if math.isfinite(reached)
-              and abs(reached / r.flops_ratio - 1) > ACHIEVABLE_DIFFERS else "")
+        at = reached(r.flops_ratio, r.achievable_flops_ratio,
+                     " ({:.2g}x at the rates each reaches)")
         head = (f"{r.dst} vs {r.src}: {r.flops_ratio:.2g}x the FLOP/s{at} and "
                 f"{r.bandwidth_ratio:.2g}x the bandwidth give {r.speedup:.2f}x")
     elif not r.flops:
@@ -95,6 +94,16 @@ def explain(c: Comparison | Reasons | ParallelAnalysis, assumptions: bool = True
             f"{band.low:.2f}-{band.high:.2f}x (80% of {band.pairs} pairs)."
             if band is not None else "")
     return text + f" On {r.src}, {limits}." + sure + tail
+
+
+def reached(flops_ratio: float, achievable_ratio: float, form: str) -> str:
+    """The FLOP/s ratio at the rates the devices reach, in ``form`` (``"{:.2g}"`` is the
+    ratio), where it differs from the datasheets' by more than
+    :data:`ACHIEVABLE_DIFFERS`; else ``""``."""
+    if not (math.isfinite(achievable_ratio) and math.isfinite(flops_ratio) and flops_ratio
+            and abs(achievable_ratio / flops_ratio - 1) > ACHIEVABLE_DIFFERS):
+        return ""
+    return form.format(achievable_ratio)
 
 
 def _compiled(r: Reasons) -> str:

@@ -24,7 +24,7 @@ from roofline.analysis import (
 )
 from roofline.analysis.timing import ratio
 from roofline.hardware import DeviceSpec
-from roofline.presentation.explain import describe, explain
+from roofline.presentation.explain import describe, explain, reached
 from roofline.presentation.groups import grouped
 from roofline.tracing.records import STORAGE_KINDS, OpRecord, Trace
 
@@ -116,7 +116,8 @@ def compile_lines(fusion: Comparison, eager_asked: Comparison | None = None) -> 
 
 
 def _ratio_words(c: Comparison) -> str:
-    flops = (f"{c.flops_ratio:.2g}x the FLOP/s, " if math.isfinite(c.flops_ratio) else "")
+    at = reached(c.flops_ratio, c.achievable_flops_ratio, " or {:.2g}x as reached")
+    flops = (f"{c.flops_ratio:.2g}x the FLOP/s{at}, " if math.isfinite(c.flops_ratio) else "")
     return f"{flops}{c.bandwidth_ratio:.2g}x the bandwidth"
 
 
