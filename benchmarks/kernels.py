@@ -352,8 +352,8 @@ def main() -> int:
           "AIConfigurator's tables; not fitted: the device's matrix figure and the share of "
           "the chip its blocks fill)\n")
     print(table(["device", "engine", "shapes", "datasheet", "default", "bias",
-                 f">= {LARGE_ATTENTION_FLOPS:.0e} FLOPs", "default", "bias",
-                 "measured share of bf16 peak"], attention_rows()))
+                 f"shapes of >= {LARGE_ATTENTION_FLOPS:.0e} FLOPs", "their default",
+                 "their bias", "their share of the bf16 peak"], attention_rows()))
     print("\nRow-wise kernels (fp16; the library's model, no fit; kernel only: without the "
           "launch overhead, as vidur's kineto kernel durations are)\n")
     print(table(["device", "source", "op", "shapes", "datasheet", "default", "bias",
