@@ -68,7 +68,8 @@ Achievable figures (`achievable` in the data files, resolved by
 - Measured figures sit next to the datasheet peaks, each with its source (repository at a commit
   and path, or URL), method and conditions: DRAM bandwidth by access pattern (`read`, `copy` =
   STREAM scale, `triad`, and `stream_app` = FluidX3D's bandwidth-bound LBM kernel), dense matmul
-  FLOP/s per dtype (fp32 accumulate), vector FLOP/s, per-kernel overhead of back-to-back launches
+  FLOP/s per dtype (fp32 accumulate), vector FLOP/s, causal flash attention's FLOP/s on the
+  matrix units, per-kernel overhead of back-to-back launches
   (plain and with CUDA/HIP graphs), sustained clock under load, pointer-chase DRAM latency, and
   whether ECC is on by default (source under `ecc`). Crowd-sourced figures say so in their method.
 - The tables show datasheet and achievable side by side, `datasheet | achievable (share of
@@ -129,8 +130,8 @@ def _class_table() -> list[str]:
         "|---|---|--:|---|",
     ]
     for (cls, figure, key), default in _shipped_defaults().items():
-        if figure in ("bandwidth", "matrix", "vector") or key in ("efficiency",
-                                                                  "bandwidth_share"):
+        if figure in ("bandwidth", "matrix", "vector", "attention") or key in (
+                "efficiency", "bandwidth_share"):
             median = f"{default.value:.0%} of datasheet"
         else:
             median = format_quantity(default.value, "seconds")
@@ -140,7 +141,8 @@ def _class_table() -> list[str]:
 
 
 _KINDS = {"bandwidth_bytes_per_s": "bandwidth", "matrix_flops_per_s": "flops",
-          "vector_flops_per_s": "flops", "sustained_clock_hz": "hz"}
+          "vector_flops_per_s": "flops", "attention_flops_per_s": "flops",
+          "sustained_clock_hz": "hz"}
 
 
 def _measured_line(spec: DeviceSpec, field: str, key: str, m: Measured) -> str:
@@ -148,6 +150,7 @@ def _measured_line(spec: DeviceSpec, field: str, key: str, m: Measured) -> str:
     datasheet = {"bandwidth_bytes_per_s": spec.bandwidth_bytes_per_s,
                  "matrix_flops_per_s": spec.matrix_flops_per_s.get(key),
                  "vector_flops_per_s": spec.vector_flops_per_s.get(key),
+                 "attention_flops_per_s": spec.matrix_flops_per_s.get(key),
                  "sustained_clock_hz": spec.boost_clock_hz}.get(field)
     share = "" if not datasheet else f" ({m.value / datasheet:.0%} of datasheet)"
     label = field.removesuffix("_bytes_per_s").removesuffix("_flops_per_s").removesuffix(
@@ -252,7 +255,8 @@ def render_devices_markdown() -> str:
         "## Class defaults",
         "",
         "Medians over the measured devices of each class (shares of the datasheet figure for",
-        "bandwidth, matrix and vector FLOP/s; seconds for launch overhead and DRAM latency),",
+        "bandwidth, matrix, vector and attention FLOP/s; seconds for launch overhead and DRAM",
+        "latency),",
         "applied to the devices of the class that have no measurement of their own.",
         "",
         *_class_table(),

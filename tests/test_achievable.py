@@ -6,6 +6,7 @@ the datasheet figure) or computed by hand, never from the code under test.
 
 from __future__ import annotations
 
+import gzip
 import statistics
 from pathlib import Path
 from typing import Any
@@ -140,6 +141,50 @@ def test_sgemm_default_pools_one_datapath_design_and_class() -> None:
     turing = figures(get_device("TITAN RTX")).vector("fp32")
     assert turing is not None and turing.origin == "datasheet"
     assert "FP32 datapath design" in turing.method
+
+
+def _attention_rate(name: str) -> tuple[float, int]:
+    """The median over a shipped AIConfigurator attention table's shapes of at least 1e11
+    FLOPs of FLOPs over time, the FLOPs by hand: two matmuls of 2 FLOPs per multiply-add
+    over the s (s + 1) / 2 query-key pairs a causal mask keeps, per batch and head."""
+    path = Path(__file__).parents[1] / "benchmarks" / "data" / "kernels" / \
+        f"attention_aic_{name}_bf16.csv.gz"
+    with gzip.open(path, "rt") as f:
+        rows = [line.strip().split(",") for line in f][1:]
+    rates = []
+    for b, h, s, d, seconds in rows:
+        flops = 4 * int(b) * int(h) * int(d) * int(s) * (int(s) + 1) // 2
+        if flops >= 1e11:
+            rates.append(flops / float(seconds))
+    return statistics.median(rates), len(rates)
+
+
+@pytest.mark.parametrize(("device", "table"), [
+    ("H100 SXM", "h100_sxm"), ("H200 SXM", "h200_sxm"), ("B200", "b200"),
+    ("GB200 (per GPU)", "gb200_per_gpu"), ("L40S", "l40s"), ("A100 SXM 80GB", "a100_sxm_80gb")])
+def test_attention_rates_are_the_median_of_their_tables(device: str, table: str) -> None:
+    rate, shapes = _attention_rate(table)
+    fig = figures(get_device(device)).attention("bf16")
+    assert fig is not None and fig.origin == "measured"
+    assert fig.value == pytest.approx(rate, rel=1e-3)
+    assert f"median over the {shapes} shapes" in fig.method
+    assert fig.share is not None and fig.share < 0.5  # flash attention: far below the GEMMs
+
+
+def test_attention_class_default_and_fallbacks() -> None:
+    """The HBM datacentre parts' median share (A100 SXM 80GB, H100 SXM, H200 SXM, B200,
+    GB200) for an unmeasured H100 PCIe, bf16 and fp16 alike; none for a GeForce card, whose
+    attention keeps the matrix figure."""
+    shares = [_attention_rate(t)[0] / get_device(d).matrix_flops_per_s["bf16"] for d, t in
+              (("A100 SXM 80GB", "a100_sxm_80gb"), ("H100 SXM", "h100_sxm"),
+               ("H200 SXM", "h200_sxm"), ("B200", "b200"), ("GB200 (per GPU)", "gb200_per_gpu"))]
+    pcie = figures(get_device("H100 PCIe"))
+    for dtype in ("bf16", "fp16"):
+        fig = pcie.attention(dtype)
+        assert fig is not None and fig.origin == "class default"
+        assert fig.share == pytest.approx(statistics.median(shares), rel=1e-3)
+    assert figures(get_device("RTX 4090")).attention("bf16") is None
+    assert figures(get_device("H100 SXM")).attention("fp8") is None
 
 
 def test_launch_overhead_and_latency_from_gpu_benches() -> None:
@@ -304,6 +349,10 @@ FIG = {"source": "https://x.test/src", "method": "test benchmark"}
         ({"launch_overhead_seconds": {"value": "2.6 ms", **FIG}},
          "achievable.launch_overhead_seconds", "outside"),
         ({"ecc_default": True}, "ecc_default", "sources['ecc']"),
+        ({"attention_flops_per_s": {"bf16": {"value": "1250 TFLOPS", **FIG}}},
+         "achievable.attention_flops_per_s['bf16']", "clock margin"),
+        ({"attention_flops_per_s": {"fp8": {"value": "500 TFLOPS", **FIG}}},
+         "achievable.attention_flops_per_s['fp8']", "no datasheet"),
     ],
 )
 def test_bad_achievable_figures_rejected_naming_file_device_and_field(

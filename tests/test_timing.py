@@ -266,3 +266,24 @@ def test_host_samples_per_s_needs_a_batch() -> None:
         nn.Linear(8, 8)(torch.randn(4, 8))
     with pytest.raises(ValueError, match=r"trace\.info\.batch"):
         roofline.analyze(t, "h100", host_samples_per_s=10)
+
+
+def test_flash_attention_runs_at_the_rate_it_was_measured_to_reach() -> None:
+    """A causal prefill attention of 4 x 32 heads x 4,096 tokens x 128 in bf16: 4 x 4 x 32 x
+    128 x 4096 x 4097 / 2 = 550 GFLOP, compute-bound. On an H100 SXM it runs at the 416.4
+    TFLOP/s flash attention reached in AIConfigurator's table, not at the GEMMs' 794.5; a
+    what-if with 2x the FLOP/s doubles that rate too."""
+    q = torch.empty(4, 32, 4096, 128, dtype=torch.bfloat16, device="meta")
+    t = roofline.trace(lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, is_causal=True), q, q, q, fake=True)
+    flops = 4 * 4 * 32 * 128 * 4096 * 4097 // 2
+    assert t.total_flops == flops
+    a = roofline.analyze(t, "H100 SXM", overhead=False)
+    assert a.seconds == pytest.approx(flops / 416.4e12, rel=0.01)
+    assert "attention bf16" in a.figures
+    assert a.figures["attention bf16"].origin == "measured"
+    doubled = roofline.what_if(t, "H100 SXM", flops=2.0, overhead=False)
+    assert doubled.speedup == pytest.approx(2.0, rel=0.01)
+    # no measurement and no measured class member: the matrix figure, as before
+    rtx = roofline.analyze(t, "RTX 4090", overhead=False)
+    assert "attention bf16" not in rtx.figures

@@ -189,6 +189,8 @@ class Rates:
         if opts.fp16_accumulate and want == "fp16" and category == "matmul" \
                 and spec.fp16_accumulate_flops_per_s is not None:
             return self._rated(Engine("matrix", "fp16", "fp16"))
+        if category == "attention" and (found := self._attention(want)) is not None:
+            return found
         if (found := self._rated(Engine("matrix", want))) is not None:
             return found
         if want == "fp32" and spec.peak_flops_per_s("tf32", "matrix") is not None:
@@ -201,6 +203,16 @@ class Rates:
             self.note(f"{name} has no {want} matrix units: {want} matmuls run on its vector "
                       "units, as PyTorch falls back")
         return None
+
+    def _attention(self, dtype: str) -> tuple[Engine, float] | None:
+        """Flash attention on the matrix units at the rate it was measured to reach (it
+        stays well below the GEMMs' share); None: no figure, the matrix rate stands."""
+        peak = self.spec.peak_flops_per_s(dtype, "matrix")
+        fig = self.figures.attention(dtype) if self.figures is not None else None
+        if peak is None or fig is None:
+            return None
+        share = self._use(f"attention {dtype}", fig)
+        return Engine("matrix", dtype), peak * share * self.efficiency["matrix"]
 
     def _vector(self, dtype: str) -> tuple[Engine, float] | None:
         if dtype and dtype != "tf32" and (found := self._rated(Engine("vector", dtype))):

@@ -44,6 +44,9 @@ Resolution, per figure:
   partition, one shared with INT32; 128 lanes per SM) and 90-98% on Volta and A100 (one
   datapath; 64 lanes); the datacentre GDDR cards L4, L40S and T4 reach 51-54%
   (zzc0721/torch-performance-test-data@9d8282763726, fp32 column).
+* ``attention(dtype)``: the rate causal flash attention was measured to reach on the
+  matrix units (or its fp16/bf16 sibling's share); else the class median share of the
+  matrix peak; else None, and the analysis runs attention at ``matrix(dtype)``.
 * ``launch_overhead(graphs)``: the measurement; else an explicit
   ``launch_overhead_seconds`` on the spec (a value other than the per-kind modelling
   default, e.g. from a user file); else the median over measured devices of the same kind
@@ -355,6 +358,8 @@ def _samples(spec: DeviceSpec, achievable: Achievable,
             yield (cls, "bandwidth", pattern), own[0].value / spec.bandwidth_bytes_per_s
     for dtype, m in achievable.matrix_flops_per_s.items():
         yield (cls, "matrix", dtype), m.value / spec.matrix_flops_per_s[dtype]
+    for dtype, m in achievable.attention_flops_per_s.items():
+        yield (cls, "attention", dtype), m.value / spec.matrix_flops_per_s[dtype]
     datapath = fp32_datapath_class(spec)
     if datapath is not None and "fp32" in achievable.vector_flops_per_s:
         yield (datapath, "vector", "fp32"), \
@@ -464,6 +469,34 @@ class Figures:
         return Figure(peak, 1.0, "datasheet", f"matrix_flops_per_s[{key!r}]",
                       f"datasheet peak (no measured {key} matmul in class {self._class!r})",
                       "flops", name)
+
+    def attention(self, dtype: Any) -> Figure | None:
+        """Achievable FLOP/s of causal flash attention in ``dtype`` on the matrix units: the
+        device's measurement (or its fp16/bf16 sibling's share, of the same peak); else the
+        class median share of the matrix peak; None without either (the analysis then runs
+        attention at the matrix figure), for a calibrated spec, or without a matrix peak."""
+        key = canonical_dtype(dtype)
+        spec, name = self._spec, f"attention {key}"
+        peak = spec.matrix_flops_per_s.get(key)
+        if peak is None or spec.measured:
+            return None
+        table = spec.achievable.attention_flops_per_s if spec.achievable else {}
+        sibling = _SIBLING.get(key)
+        for own in (key, sibling):
+            if own in table and spec.matrix_flops_per_s.get(own) == peak:
+                m = table[own]
+                share = m.value / peak
+                method = m.method if own == key else (
+                    f"{m.method} [{own} measurement; {key} has the same datasheet peak]")
+                return _measured(m, method, share, "flops", name, value=peak * share)
+        default = self._default("attention", key)
+        if default is None and sibling and spec.matrix_flops_per_s.get(sibling) == peak:
+            default = self._default("attention", sibling)  # the same units at the same peak
+        if default is None:
+            return None
+        return Figure(peak * default.value, default.value, "class default",
+                      default.description, f"datasheet {key} matrix peak x the class median "
+                      "share flash attention reaches", "flops", name)
 
     def gemm(self, dtype: Any) -> GemmFigure | None:
         """The GEMM time model for ``dtype``: fitted to this device's measured table (or
@@ -599,12 +632,13 @@ class Figures:
                 f"{POWER_CAP_CLOCK_SHARE:.0%}")
 
     def used(self) -> list[Figure]:
-        """Every resolved figure of the device: bandwidth by pattern, matrix and vector per
-        dtype, launch overheads, DRAM latency, sustained clock."""
+        """Every resolved figure of the device: bandwidth by pattern, matrix, vector and
+        attention per dtype, launch overheads, DRAM latency, sustained clock."""
         spec = self._spec
         rows: list[Figure | None] = [self.bandwidth(p) for p in ("read", "copy", "triad")]
         rows += [self.matrix(d) for d in spec.matrix_flops_per_s]
         rows += [self.vector(d) for d in spec.vector_flops_per_s]
+        rows += [self.attention(d) for d in spec.matrix_flops_per_s]
         rows += [self.launch_overhead(), self.launch_overhead(graphs=True), self.dram_latency(),
                  self.clock()]
         return [row for row in rows if row is not None]

@@ -211,7 +211,8 @@ def check_achievable(achievable: Achievable, *, bandwidth_bytes_per_s: float,
     source.
 
     ``peaks`` holds the datasheet tables the measured FLOP/s derate, by field name
-    (``matrix_flops_per_s``, ``vector_flops_per_s``).
+    (``matrix_flops_per_s``, ``vector_flops_per_s``; ``attention_flops_per_s`` derates the
+    matrix peaks).
     """
     _check_bandwidths(achievable, bandwidth_bytes_per_s)
     for table, datasheet in peaks.items():

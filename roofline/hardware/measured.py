@@ -60,6 +60,7 @@ _MEASURED_KIND: dict[str, str] = {
     "bandwidth_bytes_per_s": "bandwidth",
     "matrix_flops_per_s": "flops",
     "vector_flops_per_s": "flops",
+    "attention_flops_per_s": "flops",
     "launch_overhead_seconds": "seconds",
     "graph_launch_overhead_seconds": "seconds",
     "sustained_clock_hz": "hz",
@@ -171,8 +172,10 @@ class Achievable(BaseModel):
     ``stream_app``, a large bandwidth-bound application kernel (FluidX3D's LBM, which moves
     as many bytes in as out, like copy) kept apart from the microbenchmarks.
     ``matrix_flops_per_s`` are dense matmuls with fp32 accumulation; ``vector_flops_per_s``
-    non-matrix rates (FMA loops, SGEMM on CUDA cores). ``launch_overhead_seconds`` is the
-    GPU-side time per kernel of back-to-back launches (``graph_`` with CUDA/HIP graphs).
+    non-matrix rates (FMA loops, SGEMM on CUDA cores); ``attention_flops_per_s`` the rate
+    causal flash attention reaches on the matrix units (it derates their peak).
+    ``launch_overhead_seconds`` is the GPU-side time per kernel of back-to-back launches
+    (``graph_`` with CUDA/HIP graphs).
     ``ecc_default`` says whether ECC is on out of the box; its source is
     ``DeviceSpec.sources["ecc"]``. See ``roofline.hardware.achievable`` for how figures and
     class defaults are resolved.
@@ -183,6 +186,10 @@ class Achievable(BaseModel):
     bandwidth_bytes_per_s: dict[BandwidthPattern, Measured] = Field(default_factory=dict)
     matrix_flops_per_s: dict[str, Measured] = Field(default_factory=dict)
     vector_flops_per_s: dict[str, Measured] = Field(default_factory=dict)
+    attention_flops_per_s: dict[str, Measured] = Field(
+        default_factory=dict, description="Causal prefill flash attention on the matrix units, "
+        "by dtype: the FLOPs of the query-key pairs it computes over its time, the median "
+        "over a measured table's large shapes.")
     launch_overhead_seconds: Measured | None = None
     graph_launch_overhead_seconds: Measured | None = None
     sustained_clock_hz: Measured | None = None
@@ -196,6 +203,8 @@ class Achievable(BaseModel):
     normalise_matrix = field_validator("matrix_flops_per_s", mode="before")(peak_table(DTYPES))
     normalise_vector = field_validator("vector_flops_per_s", mode="before")(
         peak_table(VECTOR_DTYPES))
+    normalise_attention = field_validator("attention_flops_per_s", mode="before")(
+        peak_table(DTYPES))
     normalise_gemm = field_validator("gemm", mode="before")(peak_table(DTYPES))
 
     @model_validator(mode="before")
@@ -216,7 +225,7 @@ class Achievable(BaseModel):
     def measured(self) -> list[tuple[str, str, Measured]]:
         """(field, key, figure) of every measured figure; key is the pattern or dtype ("")."""
         rows = [(table, key, m) for table in ("bandwidth_bytes_per_s", "matrix_flops_per_s",
-                                              "vector_flops_per_s")
+                                              "vector_flops_per_s", "attention_flops_per_s")
                 for key, m in getattr(self, table).items()]
         rows += [(name, "", m) for name in ("launch_overhead_seconds",
                                            "graph_launch_overhead_seconds",

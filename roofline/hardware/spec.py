@@ -280,7 +280,8 @@ class DeviceSpec(BaseModel):
             check_achievable(
                 self.achievable, bandwidth_bytes_per_s=self.bandwidth_bytes_per_s,
                 peaks={"matrix_flops_per_s": self.matrix_flops_per_s,
-                       "vector_flops_per_s": self.vector_flops_per_s},
+                       "vector_flops_per_s": self.vector_flops_per_s,
+                       "attention_flops_per_s": self.matrix_flops_per_s},
                 boost_clock_hz=self.boost_clock_hz, sources=self.sources)
         return self
 

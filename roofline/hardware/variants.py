@@ -131,6 +131,9 @@ def _follow_achievable(achievable: Achievable, moves: Moves, data: SpecData) -> 
         "vector_flops_per_s": {k: times(m, moves.of_vector(k))
                                for k, m in achievable.vector_flops_per_s.items()
                                if k in data["vector_flops_per_s"]},
+        "attention_flops_per_s": {k: times(m, moves.of_matrix(k))
+                                  for k, m in achievable.attention_flops_per_s.items()
+                                  if k in data["matrix_flops_per_s"]},
         "sustained_clock_hz": None if clock is None else times(clock, moves.clock),
     })
 
