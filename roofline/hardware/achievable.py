@@ -203,12 +203,12 @@ class GemmFigure:
 class ClassDefault:
     """Median of one figure over the measured members of one class.
 
-    ``value`` is a share of the datasheet for bandwidth, matrix and vector figures, seconds
-    for launch overhead and DRAM latency.
+    ``value`` is a share of the datasheet for bandwidth, matrix, vector and attention
+    figures (attention: of the matrix peak), seconds for launch overhead and DRAM latency.
     """
 
     class_name: str
-    figure: str  # "bandwidth", "matrix", "vector", "launch", "latency", "gemm..."
+    figure: str  # "bandwidth", "matrix", "vector", "attention", "launch", "latency", "gemm..."
     key: str  # pattern, dtype, "plain"/"graph", or ""
     value: float
     members: tuple[str, ...]
@@ -331,8 +331,9 @@ def class_defaults(population: Iterable[DeviceSpec]) -> dict[tuple[str, str, str
     -------
     dict
         ``(class, figure, key) -> ClassDefault``; figure is ``"bandwidth"`` (key: pattern),
-        ``"matrix"`` (key: dtype), ``"vector"`` (class: :func:`fp32_datapath_class`, key
-        ``"fp32"``), ``"launch"`` (class: the device kind, key ``"plain"`` or ``"graph"``),
+        ``"matrix"`` and ``"attention"`` (key: dtype), ``"vector"`` (class:
+        :func:`fp32_datapath_class`, key ``"fp32"``), ``"launch"`` (class: the device kind,
+        key ``"plain"`` or ``"graph"``),
         ``"latency"`` (class: the memory family, key ``""``) or a GEMM pool (key: the fit's
         part).
     """
