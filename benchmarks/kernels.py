@@ -134,26 +134,36 @@ def held_out_spec(table: Table) -> roofline.DeviceSpec | None:
     return spec.with_overrides(achievable=spec.achievable.model_copy(update={"gemm": gemm}))
 
 
+def _leave_one_out(spec: roofline.DeviceSpec, field: str, key: str, peaks: str,
+                   same: Callable[[roofline.DeviceSpec], bool]) -> dict[str, Measured] | None:
+    """``spec``'s ``achievable.<field>`` with ``key`` at the median share of its datasheet
+    ``<peaks>[key]`` that the *other* measured devices of its vendor for which ``same``
+    holds reach, the figure citing them (None: no other member)."""
+    others = [o for o in roofline.list_devices(vendor=spec.vendor)
+              if o.name != spec.name and o.achievable is not None
+              and key in getattr(o.achievable, field) and same(o)]
+    if not others or spec.achievable is None:
+        return None
+    share = statistics.median(getattr(o.achievable, field)[key].value
+                              / getattr(o, peaks)[key] for o in others)
+    names = ", ".join(o.name for o in others)
+    figure = Measured(value=share * getattr(spec, peaks)[key],
+                      source=f"leave-one-out median of {names}",
+                      method="benchmarks/kernels.py", conditions=None, clock_hz=None)
+    return {**getattr(spec.achievable, field), key: figure}
+
+
 def _held_out_sgemm(spec: roofline.DeviceSpec) -> roofline.DeviceSpec | None:
     """``spec`` as a user's new GPU of its FP32 datapath design would see it: no fp32 GEMM
     fit, and the SGEMM share the *other* measured members of the design reach."""
-    assert spec.achievable is not None
     design = fp32_datapath_class(spec)
-    others = [o for o in roofline.list_devices(vendor=spec.vendor)
-              if o.name != spec.name and o.achievable is not None and design is not None
-              and "fp32" in o.achievable.vector_flops_per_s
-              and fp32_datapath_class(o) == design]
-    if not others:
+    held = _leave_one_out(spec, "vector_flops_per_s", "fp32", "vector_flops_per_s",
+                          lambda o: design is not None and fp32_datapath_class(o) == design)
+    if held is None or spec.achievable is None:
         return None
-    share = statistics.median(o.achievable.vector_flops_per_s["fp32"].value  # type: ignore[union-attr]
-                              / o.vector_flops_per_s["fp32"] for o in others)
-    figure = Measured(value=share * spec.vector_flops_per_s["fp32"],
-                      source=f"leave-one-out median of {', '.join(o.name for o in others)}",
-                      method="benchmarks/kernels.py", conditions=None, clock_hz=None)
     gemm = {d: f for d, f in spec.achievable.gemm.items() if d != "fp32"}
-    vector = {**spec.achievable.vector_flops_per_s, "fp32": figure}
     return spec.with_overrides(achievable=spec.achievable.model_copy(
-        update={"gemm": gemm, "vector_flops_per_s": vector}))
+        update={"gemm": gemm, "vector_flops_per_s": held}))
 
 
 def gemm_rows() -> list[list[str]]:
@@ -219,19 +229,12 @@ def _attention_trace(batch: int, heads: int, seq: int, head_dim: int) -> Trace:
 def _held_out_attention(spec: roofline.DeviceSpec) -> roofline.DeviceSpec | None:
     """``spec`` with its measured attention rate replaced by the median share the *other*
     measured devices of its vendor and class reach (None: no other member)."""
-    assert spec.achievable is not None
-    others = [o for o in roofline.list_devices(vendor=spec.vendor)
-              if o.name != spec.name and o.achievable is not None
-              and "bf16" in o.achievable.attention_flops_per_s and class_of(o) == class_of(spec)]
-    if not others:
+    held = _leave_one_out(spec, "attention_flops_per_s", "bf16", "matrix_flops_per_s",
+                          lambda o: class_of(o) == class_of(spec))
+    if held is None or spec.achievable is None:
         return None
-    share = statistics.median(o.achievable.attention_flops_per_s["bf16"].value  # type: ignore[union-attr]
-                              / o.matrix_flops_per_s["bf16"] for o in others)
-    figure = Measured(value=share * spec.matrix_flops_per_s["bf16"],
-                      source=f"leave-one-out median of {', '.join(o.name for o in others)}",
-                      method="benchmarks/kernels.py", conditions=None, clock_hz=None)
     return spec.with_overrides(achievable=spec.achievable.model_copy(
-        update={"attention_flops_per_s": {"bf16": figure}}))
+        update={"attention_flops_per_s": held}))
 
 
 def attention_rows() -> list[list[str]]:
