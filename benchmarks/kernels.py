@@ -255,8 +255,7 @@ def attention_rows() -> list[list[str]]:
                         for sel in (np.ones_like(large), large))
         out = (_errors(predicted["held out"][large], measured[large]) if held is not None
                else None)
-        reached = flops[large] / measured[large] / roofline.get_device(device).peak_flops_per_s(
-            "bf16")
+        reached = flops[large] / measured[large] / spec.matrix_flops_per_s["bf16"]
         rows.append([device, engine, str(len(traces)),
                      f"{_errors(predicted['datasheet'], measured)[0]:.1%}",
                      f"{default[0]:.1%}", f"{default[2]:+.2f}", str(int(large.sum())),

@@ -26,7 +26,7 @@ from roofline.hardware.achievable import (
     Figures,
     GemmFigure,
     figures,
-    fp32_datapath_class,
+    two_fp32_datapaths,
 )
 from roofline.hardware.checks import check_efficiency
 from roofline.hardware.engines import Engine
@@ -51,10 +51,8 @@ def access_pattern(bytes_read: float, bytes_written: float) -> Pattern:
 
 def _two_datapaths(spec: DeviceSpec) -> str:
     """What the fp32 note adds for a part whose SMs split their FP32 lanes over two
-    datapaths (:func:`~roofline.hardware.achievable.fp32_datapath_class`)."""
-    design = fp32_datapath_class(spec)
-    if design is None or spec.vendor != "NVIDIA" or "128 FP32 lanes" not in design \
-            or "no matrix units" in design:
+    datapaths (:func:`~roofline.hardware.achievable.two_fp32_datapaths`)."""
+    if not two_fp32_datapaths(spec):
         return ""
     return ("; its SMs have two FP32 datapaths per partition, one shared with INT32, which "
             "SGEMM keeps only partly busy: 51-78% of the fp32 peak where measured (the "
@@ -169,6 +167,8 @@ class Rates:
         return engine, peak * share * self.efficiency[engine.kind]
 
     def _lookup(self, matrix: bool, dtype: str, category: str) -> tuple[Engine, float] | None:
+        if matrix and dtype and category == "attention" and (found := self._attention(dtype)):
+            return found
         if matrix and dtype and (found := self._matrix(dtype, category)) is not None:
             return found
         return self._vector(dtype)
@@ -189,8 +189,6 @@ class Rates:
         if opts.fp16_accumulate and want == "fp16" and category == "matmul" \
                 and spec.fp16_accumulate_flops_per_s is not None:
             return self._rated(Engine("matrix", "fp16", "fp16"))
-        if category == "attention" and (found := self._attention(want)) is not None:
-            return found
         if (found := self._rated(Engine("matrix", want))) is not None:
             return found
         if want == "fp32" and spec.peak_flops_per_s("tf32", "matrix") is not None:

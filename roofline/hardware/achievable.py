@@ -94,6 +94,7 @@ __all__ = [
     "class_of",
     "figures",
     "fp32_datapath_class",
+    "two_fp32_datapaths",
 ]
 
 Origin = Literal["measured", "class default", "datasheet"]
@@ -278,6 +279,24 @@ def fp32_datapath_class(spec: DeviceSpec) -> str | None:
     (Volta, Turing, A100); Pascal has 128 lanes in one datapath and no matrix units, so it
     is a class of its own.
     """
+    lanes = _fp32_lanes(spec)
+    if lanes is None:
+        return None
+    matrix = "and" if _has_matrix_units(spec) else "and no"
+    return f"{spec.vendor} {class_of(spec)} with {lanes} FP32 lanes per compute unit " \
+           f"{matrix} matrix units"
+
+
+def two_fp32_datapaths(spec: DeviceSpec) -> bool:
+    """Whether the part's SMs split their FP32 lanes over two datapaths, one shared with
+    INT32 (an NVIDIA part with 128 lanes per SM and matrix units: Ampere GA10x, Ada,
+    Hopper, Blackwell; see :func:`fp32_datapath_class`)."""
+    return spec.vendor == "NVIDIA" and _fp32_lanes(spec) == 128 and _has_matrix_units(spec)
+
+
+def _fp32_lanes(spec: DeviceSpec) -> float | None:
+    """FP32 lanes per compute unit the datasheet implies, a power of two (an int from 1 up;
+    :func:`fp32_datapath_class`)."""
     peak = spec.vector_flops_per_s.get("fp32")
     sustained = spec.achievable.sustained_clock_hz if spec.achievable else None
     clock = spec.boost_clock_hz or (sustained.value if sustained else None)
@@ -285,11 +304,11 @@ def fp32_datapath_class(spec: DeviceSpec) -> str | None:
         return None
     lanes = peak / (2 * spec.compute_units * clock)
     nearest = 2 ** round(math.log2(lanes))
-    if abs(lanes / nearest - 1) > 0.10:
-        return None
-    matrix = "and" if spec.matrix_flops_per_s or spec.matrix_sparse_flops_per_s else "and no"
-    return f"{spec.vendor} {class_of(spec)} with {nearest} FP32 lanes per compute unit " \
-           f"{matrix} matrix units"
+    return nearest if abs(lanes / nearest - 1) <= 0.10 else None
+
+
+def _has_matrix_units(spec: DeviceSpec) -> bool:
+    return bool(spec.matrix_flops_per_s or spec.matrix_sparse_flops_per_s)
 
 
 def _own_bandwidth(spec: DeviceSpec, pattern: str) -> tuple[Measured, str] | None:
@@ -303,12 +322,14 @@ def _own_bandwidth(spec: DeviceSpec, pattern: str) -> tuple[Measured, str] | Non
     return None
 
 
-def _own_matrix(spec: DeviceSpec, dtype: str) -> tuple[Measured, str] | None:
-    """The device's matrix measurement for ``dtype``, or of its fp16/bf16 sibling with the
-    same datasheet peak, and which dtype it is."""
+def _own_matrix(spec: DeviceSpec, dtype: str, field: str = "matrix_flops_per_s",
+                ) -> tuple[Measured, str] | None:
+    """The device's measurement for ``dtype`` in ``achievable.<field>`` (a rate of the
+    matrix units), or of its fp16/bf16 sibling with the same datasheet matrix peak, and
+    which dtype it is."""
     if spec.achievable is None:
         return None
-    table = spec.achievable.matrix_flops_per_s
+    table: dict[str, Measured] = getattr(spec.achievable, field)
     if dtype in table:
         return table[dtype], dtype
     sibling = _SIBLING.get(dtype)
@@ -481,15 +502,14 @@ class Figures:
         peak = spec.matrix_flops_per_s.get(key)
         if peak is None or spec.measured:
             return None
-        table = spec.achievable.attention_flops_per_s if spec.achievable else {}
+        own = _own_matrix(spec, key, "attention_flops_per_s")
+        if own is not None:
+            m, measured_dtype = own
+            method = m.method if measured_dtype == key else (
+                f"{m.method} [{measured_dtype} measurement; {key} has the same datasheet peak]")
+            share = m.value / peak
+            return _measured(m, method, share, "flops", name, value=peak * share)
         sibling = _SIBLING.get(key)
-        for own in (key, sibling):
-            if own in table and spec.matrix_flops_per_s.get(own) == peak:
-                m = table[own]
-                share = m.value / peak
-                method = m.method if own == key else (
-                    f"{m.method} [{own} measurement; {key} has the same datasheet peak]")
-                return _measured(m, method, share, "flops", name, value=peak * share)
         default = self._default("attention", key)
         if default is None and sibling and spec.matrix_flops_per_s.get(sibling) == peak:
             default = self._default("attention", sibling)  # the same units at the same peak
