@@ -42,6 +42,7 @@ import roofline
 from roofline.hardware.achievable import (
     GEMM_DEFAULT_DTYPES,
     class_of,
+    figures,
     fp32_datapath_class,
     gemm_pool,
 )
@@ -294,6 +295,26 @@ def _rowwise_trace(op: str, rows: int, cols: int) -> Trace:
     return roofline.trace(_rowwise_step(op, rows, cols, torch.float16), *inputs, fake=True)
 
 
+def _held_out_layer_norm(spec: roofline.DeviceSpec) -> roofline.DeviceSpec | None:
+    """``spec`` as a user's new GPU would see it: its layer-norm bandwidth at its copy
+    figure times the median ratio of layer norm to copy of the *other* measured GPUs of
+    its vendor (None: no other)."""
+    others = {o.name: (o.achievable.bandwidth_bytes_per_s["layer_norm"].value
+                       / figures(o).bandwidth("copy").value)
+              for o in roofline.list_devices(vendor=spec.vendor)
+              if o.name != spec.name and o.achievable is not None
+              and "layer_norm" in o.achievable.bandwidth_bytes_per_s}
+    if not others or spec.achievable is None:
+        return None
+    ratio = statistics.median(others.values())
+    figure = Measured(value=ratio * figures(spec).bandwidth("copy").value,
+                      source=f"leave-one-out median of {', '.join(others)}",
+                      method="benchmarks/kernels.py", conditions=None, clock_hz=None)
+    table = {**spec.achievable.bandwidth_bytes_per_s, "layer_norm": figure}
+    return spec.with_overrides(achievable=spec.achievable.model_copy(
+        update={"bandwidth_bytes_per_s": table}))
+
+
 def rowwise_rows() -> list[list[str]]:
     sources = {"rowwise_vidur_a100_fp16.csv.gz": ("A100 SXM 80GB", "vidur"),
                "rowwise_vidur_h100_fp16.csv.gz": ("H100 SXM", "vidur"),
@@ -314,14 +335,54 @@ def rowwise_rows() -> list[list[str]]:
                 sel[:, header.index("rows")], sel[:, header.index("cols")], strict=True)]
             traces = [_rowwise_trace(op, r, c) for r, c in shapes]
             cells = [device, source, op, str(len(shapes))]
-            for label, options in (("datasheet", DATASHEET), ("default", {}),
-                                   ("kernel only", {"overhead": False})):
-                pred = np.array([roofline.analyze(t, device, **options).device_seconds
+            held = _held_out_layer_norm(roofline.get_device(device)) \
+                if op == "layer_norm" else None
+            for label, on, options in (("datasheet", device, DATASHEET),
+                                       ("default", device, {}),
+                                       ("kernel only", device, {"overhead": False}),
+                                       ("held out", held, {"overhead": False})):
+                if on is None:
+                    cells += ["-", "-"]
+                    continue
+                pred = np.array([roofline.analyze(t, on, **options).device_seconds
                                  for t in traces])
                 err = _errors(pred, measured)
                 cells += [f"{err[0]:.1%}"] if label == "datasheet" else [
                     f"{err[0]:.1%}", f"{err[2]:+.2f}"]
             out.append(cells)
+    return out
+
+
+#: Rows from which vidur's layer norms fill the chip: below, one block's row (5-7 us at a
+#: single row, vidur's 1-row timings) and the A40's 6 MB L2 set the time, not the stream.
+FULL_CHIP_ROWS = 1024
+
+
+def layer_norm_rows() -> list[list[str]]:
+    """vidur's layer norms of at least :data:`FULL_CHIP_ROWS` rows, kernel only: before
+    (at the copy pattern), in-sample (the device's own layer_norm figure) and held out."""
+    out = []
+    for name, device in (("a100", "A100 SXM 80GB"), ("h100", "H100 SXM"), ("a40", "A40")):
+        header, data = _rows(f"rowwise_vidur_{name}_fp16.csv.gz")
+        sel = data[(data[:, header.index("op")] == "layer_norm")
+                   & (data[:, header.index("rows")].astype(int) >= FULL_CHIP_ROWS)]
+        keep = np.linspace(0, len(sel) - 1, min(len(sel), ROWWISE_SHAPES)).astype(int)
+        sel = sel[keep]
+        measured = sel[:, header.index("seconds")].astype(float)
+        traces = [_rowwise_trace("layer_norm", int(r), int(c)) for r, c in zip(
+            sel[:, header.index("rows")], sel[:, header.index("cols")], strict=True)]
+        spec = roofline.get_device(device)
+        cells = [device, str(len(traces))]
+        for on, options in ((spec, {"overhead": False, "kernel_passes": False}),
+                            (spec, {"overhead": False}),
+                            (_held_out_layer_norm(spec), {"overhead": False})):
+            assert on is not None
+            err = _errors(np.array([roofline.analyze(t, on, **options).device_seconds
+                                    for t in traces]), measured)
+            cells += [f"{err[0]:.1%}", f"{err[2]:+.2f}"]
+        fig = figures(spec)
+        cells.append(f"{fig.bandwidth('layer_norm').value / fig.bandwidth('copy').value:.0%}")
+        out.append(cells)
     return out
 
 
@@ -382,10 +443,17 @@ def main() -> int:
                  f"shapes of >= {LARGE_ATTENTION_FLOPS:.0e} FLOPs", "their default",
                  "their bias", "held out", "held-out bias", "their share of the bf16 peak"],
                 attention_rows()))
-    print("\nRow-wise kernels (fp16; the library's model, no fit; kernel only: without the "
-          "launch overhead, as vidur's kineto kernel durations are)\n")
+    print("\nRow-wise kernels (fp16; the library's model; kernel only: without the launch "
+          "overhead, as vidur's kineto kernel durations are; layer norm streams at the "
+          "device's measured layer_norm bandwidth, from vidur's tables here, so in-sample; "
+          "held out, kernel only: at its copy figure times the median ratio of layer norm "
+          "to copy of the other measured GPUs)\n")
     print(table(["device", "source", "op", "shapes", "datasheet", "default", "bias",
-                 "kernel only", "bias"], rowwise_rows()))
+                 "kernel only", "bias", "held out", "bias"], rowwise_rows()))
+    print(f"\nLayer norm on rows that fill the chip (vidur, >= {FULL_CHIP_ROWS} rows, kernel "
+          "only; before: at the copy stream, as before the layer_norm figure)\n")
+    print(table(["device", "shapes", "before", "bias", "in-sample", "bias", "held out", "bias",
+                 "layer norm / copy"], layer_norm_rows()))
     return 0
 
 

@@ -67,7 +67,8 @@ Achievable figures (`achievable` in the data files, resolved by
 
 - Measured figures sit next to the datasheet peaks, each with its source (repository at a commit
   and path, or URL), method and conditions: DRAM bandwidth by access pattern (`read`, `copy` =
-  STREAM scale, `triad`, and `stream_app` = FluidX3D's bandwidth-bound LBM kernel), dense matmul
+  STREAM scale, `triad`, `stream_app` = FluidX3D's bandwidth-bound LBM kernel, and `layer_norm` =
+  PyTorch's layer-norm forward kernel, from vidur's profiles), dense matmul
   FLOP/s per dtype (fp32 accumulate), vector FLOP/s, causal flash attention's FLOP/s on the
   matrix units, per-kernel overhead of back-to-back launches
   (plain and with CUDA/HIP graphs), sustained clock under load, pointer-chase DRAM latency, and
@@ -78,6 +79,9 @@ Achievable figures (`achievable` in the data files, resolved by
   devices of its class (memory family and segment, see the class table below; fp32 vector
   figures, which SGEMM sets, by FP32 datapath design within the class: lanes per SM from the
   datasheet and whether the part has matrix units); `datasheet`: no measured device in its class.
+  The `layer_norm` figure of an unmeasured GPU is its own copy figure times the median ratio of
+  layer norm to copy over the measured GPUs of its vendor (`<vendor> GPU | layer_norm copy`
+  below); with none, the copy figure.
 - Loading rejects a bandwidth above the datasheet bandwidth (efficiency > 1), a FLOP/s figure or
   clock above {margin:g}x the datasheet peak / rated boost (`CLOCK_MARGIN`: GeForce cards run above
   their rated boost, up to 1.16x measured), and a figure without a source or method, naming file,
@@ -133,6 +137,8 @@ def _class_table() -> list[str]:
         if figure in ("bandwidth", "matrix", "vector", "attention") or key in (
                 "efficiency", "bandwidth_share"):
             median = f"{default.value:.0%} of datasheet"
+        elif figure == "layer_norm":
+            median = f"{default.value:.0%} of copy"
         else:
             median = format_quantity(default.value, "seconds")
         label = f"{figure} {key}".strip()

@@ -187,6 +187,50 @@ def test_attention_class_default_and_fallbacks() -> None:
     assert figures(get_device("H100 SXM")).attention("fp8") is None
 
 
+def _layer_norm_bandwidth(name: str) -> tuple[float, int]:
+    """The median over a shipped vidur table's layer norms of 2,048 rows and more of the
+    compulsory bytes over time, the bytes by hand: each fp16 element of the rows read and
+    written once, the weight and bias read, an fp32 mean and rstd written per row."""
+    path = Path(__file__).parents[1] / "benchmarks" / "data" / "kernels" / \
+        f"rowwise_vidur_{name}_fp16.csv.gz"
+    with gzip.open(path, "rt") as f:
+        rows = [line.strip().split(",") for line in f][1:]
+    rates = [(2 * int(r) * int(c) * 2 + 2 * int(c) * 2 + int(r) * 8) / float(seconds)
+             for op, r, c, _, seconds in rows if op == "layer_norm" and int(r) >= 2048]
+    return statistics.median(rates), len(rates)
+
+
+LAYER_NORM_TABLES = (("A100 SXM 80GB", "a100"), ("H100 SXM", "h100"), ("A40", "a40"))
+
+
+@pytest.mark.parametrize(("device", "table"), LAYER_NORM_TABLES)
+def test_layer_norm_bandwidths_are_the_median_of_their_tables(device: str, table: str) -> None:
+    rate, rows = _layer_norm_bandwidth(table)
+    fig = figures(get_device(device)).bandwidth("layer_norm")
+    assert fig.origin == "measured" and fig.value == pytest.approx(rate, rel=1e-3)
+    assert f"the {rows} token counts" in fig.method
+    copy = figures(get_device(device)).bandwidth("copy").value
+    assert 0.5 < fig.value / copy < 0.75  # the block-per-row kernel misses the copy stream
+
+
+def test_layer_norm_default_is_the_copy_figure_times_the_vendor_median_ratio() -> None:
+    """An unmeasured NVIDIA GPU: its own copy figure times the median over the measured
+    ones of layer norm over their copy figure (the H100 SXM's copy is FluidX3D's stream
+    figure, its nearest measured pattern); another vendor's GPU keeps its copy figure."""
+    ratios = [_layer_norm_bandwidth(t)[0] / figures(get_device(d)).bandwidth("copy").value
+              for d, t in LAYER_NORM_TABLES]
+    assert figures(get_device("H100 SXM")).bandwidth("copy").value == 2693e9
+    for name in ("H200 SXM", "RTX 4090", "T4"):
+        fig = figures(get_device(name))
+        default = fig.bandwidth("layer_norm")
+        assert default.origin == "class default" and "median of 3" in default.source
+        assert default.value == pytest.approx(
+            fig.bandwidth("copy").value * statistics.median(ratios), rel=1e-3)
+    amd = figures(get_device("MI300X"))
+    assert amd.bandwidth("layer_norm").value == amd.bandwidth("copy").value
+    assert "no layer-norm measurement" in amd.bandwidth("layer_norm").method
+
+
 def test_launch_overhead_and_latency_from_gpu_benches() -> None:
     a100 = figures(get_device("A100 SXM 80GB"))
     # gpu-small-kernels/a100_80.txt: 4096 elements x 16 B = 64 KiB at 25 GB/s best -> 2.62 us
@@ -230,7 +274,8 @@ def test_bandwidth_patterns_are_declared_once() -> None:
 
     assert achievable.Pattern is measured.BandwidthPattern
     assert rates.Pattern is measured.AccessPattern
-    assert get_args(measured.BandwidthPattern) == ("read", "copy", "triad", "stream_app")
+    assert get_args(measured.BandwidthPattern) == ("read", "copy", "triad", "stream_app",
+                                                    "layer_norm")
 
 
 # --------------------------------------------------------------------------- class defaults
@@ -353,6 +398,10 @@ FIG = {"source": "https://x.test/src", "method": "test benchmark"}
          "achievable.attention_flops_per_s['bf16']", "clock margin"),
         ({"attention_flops_per_s": {"fp8": {"value": "500 TFLOPS", **FIG}}},
          "achievable.attention_flops_per_s['fp8']", "no datasheet"),
+        ({"bandwidth_bytes_per_s": {"layer_norm": {"value": "3.5 TB/s", **FIG}}},
+         "achievable.bandwidth_bytes_per_s['layer_norm']", "bandwidth efficiency of 1.04 > 1"),
+        ({"bandwidth_bytes_per_s": {"layernorm": {"value": "1 TB/s", **FIG}}},
+         "layernorm", "layer_norm"),
     ],
 )
 def test_bad_achievable_figures_rejected_naming_file_device_and_field(

@@ -20,10 +20,11 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from roofline.analysis.timing import Analysis
 from roofline.hardware import get_device
+from roofline.hardware.measured import AccessPattern
 
 BANDS_FILE = Path(__file__).parent / "data" / "bands.json"
 
@@ -32,8 +33,8 @@ __all__ = ["BANDS_FILE", "Band", "band", "kind", "measured_only"]
 
 def measured_only(a: Analysis) -> bool:
     """The figures that set most of the step were measured on the device itself: the rate
-    of the engine carrying most FLOPs and every bandwidth the analysis used (a class
-    default or the datasheet for either: False)."""
+    of the engine carrying most FLOPs and every access-pattern bandwidth the analysis used
+    (a class default or the datasheet for either: False)."""
     if a.options.peaks != "achievable" or a.device.measured:
         return False
     flops: dict[str, int] = {}
@@ -41,7 +42,8 @@ def measured_only(a: Analysis) -> bool:
         if engine is not None:
             name = f"{engine.kind} {engine.dtype}"
             flops[name] = flops.get(name, 0) + op.flops
-    keys = [k for k in a.figures if k.endswith("bandwidth")]
+    # the streams of the access patterns, not one kernel's own figure (layer norm's)
+    keys = [f"{p} bandwidth" for p in get_args(AccessPattern) if f"{p} bandwidth" in a.figures]
     if flops:
         keys.append(max(flops, key=flops.__getitem__))
     return bool(keys) and all(k in a.figures and a.figures[k].origin == "measured"

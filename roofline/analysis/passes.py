@@ -21,11 +21,23 @@ the op into more kernels. From ``aten/src/ATen/native/cuda/SoftMax.cu``
 
 Reductions over an inner dimension (not the last) use the spatial kernels, which read each
 element once per pass too; they are left at one pass.
+
+Beyond its bytes, one kernel streams slower than its access pattern:
+``native_layer_norm``'s forward launches one block of 128 threads per row
+(``vectorized_layer_norm_kernel``: ``num_threads()`` is four warps, ``thread_constants.h``),
+which reads its row, reduces it block-wide, then reads it again and writes. Measured, it
+moves its compulsory bytes at 56-73% of the copy stream (vidur's phi-2 profiles on the
+A100, H100 and A40, fp16 rows 2,560 wide; applied to every dtype and width): :func:`pattern`
+sends it to the ``layer_norm`` bandwidth figure
+(:meth:`roofline.hardware.achievable.Figures.bandwidth`). Its backward (the same block per
+row for the input gradient) and RMS norm (which a fake-tensor trace records decomposed)
+are not measured and keep the pattern of their bytes.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 from roofline.tracing.records import OpRecord
 
@@ -40,6 +52,13 @@ _FORWARD = {"aten._softmax.default", "aten._log_softmax.default"}
 _BACKWARD = {"aten._softmax_backward_data.default": "softmax",
              "aten._log_softmax_backward_data.default": "log_softmax"}
 _LAYER_NORM_BACKWARD = "aten.native_layer_norm_backward.default"
+_LAYER_NORM = "aten.native_layer_norm.default"
+
+
+def pattern(op: OpRecord) -> Literal["layer_norm"] | None:
+    """The measured bandwidth figure the op's PyTorch GPU kernel streams at, where its
+    bytes' access pattern does not say it: ``"layer_norm"`` for layer norm's forward."""
+    return "layer_norm" if op.name == _LAYER_NORM else None
 
 
 def _row(op: OpRecord, dim_arg: int) -> tuple[int, int, int] | None:

@@ -31,6 +31,7 @@ from roofline.hardware.achievable import (
 from roofline.hardware.checks import check_efficiency
 from roofline.hardware.engines import Engine
 from roofline.hardware.measured import AccessPattern as Pattern
+from roofline.hardware.measured import BandwidthPattern
 from roofline.hardware.units import canonical_dtype
 
 #: Memory access patterns of the measured bandwidths: a kernel that reads at least 3 bytes
@@ -103,7 +104,7 @@ class Rates:
             self.used.setdefault(name, figure)
         return figure.share
 
-    def bandwidth_bytes_per_s(self, pattern: Pattern = "copy") -> float:
+    def bandwidth_bytes_per_s(self, pattern: BandwidthPattern = "copy") -> float:
         """Effective bandwidth of a kernel with this access pattern."""
         share = 1.0
         if self.figures is not None:

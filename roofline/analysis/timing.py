@@ -69,6 +69,7 @@ from roofline.hardware import DeviceSpec, get_device
 from roofline.hardware.achievable import Figure, GemmFigure
 from roofline.hardware.curves import interpolate_memory
 from roofline.hardware.engines import Engine
+from roofline.hardware.measured import BandwidthPattern
 from roofline.tracing.records import MATRIX_CATEGORIES, Category, OpRecord, Trace
 
 #: The roofs, in the order of :attr:`Analysis.roof_seconds`'s rows; also the bound names.
@@ -476,8 +477,8 @@ def analyze_step(trace: Trace, spec: DeviceSpec, opts: Options, *,
     if spec.memory_curve:  # measured bytes/s of an op that size: cache, threads, launch
         bandwidth = interpolate_memory(spec.memory_curve, moved) * rates.efficiency["memory"]
     else:
-        bandwidth = np.array([rates.bandwidth_bytes_per_s(access_pattern(
-            op.bytes_read, op.bytes_written)) for op in trace.ops]) if n else np.zeros(0)
+        bandwidth = np.array([rates.bandwidth_bytes_per_s(_pattern(op, spec, opts))
+                              for op in trace.ops]) if n else np.zeros(0)
     for i, fit in fitted.items():  # the weight-streaming rate and floor of the GEMM fit
         bandwidth[i] = spec.bandwidth_bytes_per_s * fit.bandwidth_share \
             * rates.efficiency["memory"]
@@ -526,6 +527,13 @@ def _input_floor(trace: Trace, opts: Options, seconds: float, rates: Rates) -> f
                f"(host_samples_per_s): batch {batch} takes at least {floor * 1e3:.4g} ms, "
                f"which {held} ({seconds * 1e3:.4g} ms on the device and host)")
     return floor
+
+
+def _pattern(op: OpRecord, spec: DeviceSpec, opts: Options) -> BandwidthPattern:
+    """The measured bandwidth an op streams at: its PyTorch GPU kernel's own figure where
+    it has one (:func:`roofline.analysis.passes.pattern`), else its bytes' access pattern."""
+    kernel = passes.pattern(op) if opts.kernel_passes and spec.kind == "gpu" else None
+    return kernel or access_pattern(op.bytes_read, op.bytes_written)
 
 
 def _with_passes(trace: Trace, nbytes: np.ndarray, kernels: np.ndarray, rates: Rates,

@@ -32,7 +32,11 @@ Resolution, per figure:
   like copy moves one byte in per byte out; ``read`` and ``triad`` fall back to the
   device's ``copy``, then ``stream_app``), still ``"measured"`` and saying which; else the
   class median of the members' shares for that pattern (each member counted with its own
-  figure resolved the same way); else the datasheet.
+  figure resolved the same way); else the datasheet. ``layer_norm`` (the rate PyTorch's
+  layer-norm forward kernel streams at, 56-73% of the copy figure where measured) has no
+  nearer pattern: a device without its measurement takes its own ``copy`` figure times the
+  median ratio of layer norm to copy over the measured GPUs of its vendor (the kernel, not
+  the memory, sets the ratio); with no measured GPU of the vendor, the copy figure.
 * ``matrix(dtype)``: the measurement of that dtype; else, for fp16/bf16 with equal
   datasheet peaks, the device's measured share of the other; else the class median share
   for that dtype; else the datasheet. None when the device has no matrix peak for it.
@@ -109,6 +113,7 @@ _BANDWIDTH_FALLBACK: dict[str, tuple[str, ...]] = {
     "read": ("copy", "stream_app"),
     "triad": ("copy", "stream_app"),
     "stream_app": ("copy",),
+    "layer_norm": (),
 }
 _SIBLING = {"fp16": "bf16", "bf16": "fp16"}
 _CONSUMER = re.compile(r"\b(geforce|titan|gtx|radeon)\b", re.IGNORECASE)
@@ -352,6 +357,8 @@ def class_defaults(population: Iterable[DeviceSpec]) -> dict[tuple[str, str, str
     -------
     dict
         ``(class, figure, key) -> ClassDefault``; figure is ``"bandwidth"`` (key: pattern),
+        ``"layer_norm"`` (class: the vendor's GPUs, key ``"copy"``: a ratio to the copy
+        figure),
         ``"matrix"`` and ``"attention"`` (key: dtype), ``"vector"`` (class:
         :func:`fp32_datapath_class`, key ``"fp32"``), ``"launch"`` (class: the device kind,
         key ``"plain"`` or ``"graph"``),
@@ -378,6 +385,7 @@ def _samples(spec: DeviceSpec, achievable: Achievable,
         own = _own_bandwidth(spec, pattern)
         if own is not None:
             yield (cls, "bandwidth", pattern), own[0].value / spec.bandwidth_bytes_per_s
+    yield from _layer_norm_samples(spec)
     for dtype, m in achievable.matrix_flops_per_s.items():
         yield (cls, "matrix", dtype), m.value / spec.matrix_flops_per_s[dtype]
     for dtype, m in achievable.attention_flops_per_s.items():
@@ -400,6 +408,13 @@ def _samples(spec: DeviceSpec, achievable: Achievable,
     latency = achievable.dram_latency_seconds
     if latency is not None and spec.kind == "gpu" and memory_family(spec) != "other":
         yield (f"{memory_family(spec)} GPU", "latency", ""), latency.value
+
+
+def _layer_norm_samples(spec: DeviceSpec) -> Iterator[tuple[tuple[str, str, str], float]]:
+    """A GPU's measured layer-norm bandwidth over its copy figure, pooled by vendor."""
+    layer_norm, copy = _own_bandwidth(spec, "layer_norm"), _own_bandwidth(spec, "copy")
+    if layer_norm is not None and copy is not None and spec.kind == "gpu":
+        yield (f"{spec.vendor} GPU", "layer_norm", "copy"), layer_norm[0].value / copy[0].value
 
 
 @functools.cache
@@ -439,15 +454,18 @@ class Figures:
 
         Parameters
         ----------
-        pattern : {"copy", "read", "triad", "stream_app"}
+        pattern : {"copy", "read", "triad", "stream_app", "layer_norm"}
             ``copy``: one load and one store per element (STREAM scale); ``read``: loads
-            only; ``triad``: two loads and one store.
+            only; ``triad``: two loads and one store; ``layer_norm``: PyTorch's layer-norm
+            forward kernel (see the module docstring).
         """
         if pattern not in _BANDWIDTH_FALLBACK:
             raise ValueError(f"unknown bandwidth pattern {pattern!r}; expected one of "
                              f"{', '.join(_BANDWIDTH_FALLBACK)}")
         spec, name = self._spec, f"bandwidth ({pattern})"
         peak = spec.bandwidth_bytes_per_s
+        if pattern == "layer_norm" and (spec.measured or _own_bandwidth(spec, pattern) is None):
+            return self._layer_norm(name)
         if spec.measured:
             return self._calibrated(peak, "bandwidth", name)
         own = _own_bandwidth(spec, pattern)
@@ -464,6 +482,20 @@ class Figures:
         return Figure(peak, 1.0, "datasheet", "bandwidth_bytes_per_s",
                       "datasheet bandwidth (no measured member of the class "
                       f"{self._class!r})", "bandwidth", name)
+
+    def _layer_norm(self, name: str) -> Figure:
+        """The copy figure times the vendor's median ratio of layer norm to copy."""
+        copy = self.bandwidth("copy")
+        default = self._default("layer_norm", "copy", f"{self._spec.vendor} GPU")
+        if default is None or self._spec.kind != "gpu":
+            return Figure(copy.value, copy.share, copy.origin, copy.source,
+                          f"{copy.method} [no layer-norm measurement of a "
+                          f"{self._spec.vendor} GPU: the copy figure stands in]",
+                          "bandwidth", name)
+        value = copy.value * default.value
+        return Figure(value, value / self._spec.bandwidth_bytes_per_s, "class default",
+                      default.description, f"the device's copy figure ({copy}) x the median "
+                      f"ratio of layer norm to copy, {default.value:.2f}", "bandwidth", name)
 
     # ------------------------------------------------------------------ compute
     def matrix(self, dtype: Any) -> Figure | None:
@@ -653,10 +685,13 @@ class Figures:
                 f"{POWER_CAP_CLOCK_SHARE:.0%}")
 
     def used(self) -> list[Figure]:
-        """Every resolved figure of the device: bandwidth by pattern, matrix, vector and
-        attention per dtype, launch overheads, DRAM latency, sustained clock."""
+        """Every resolved figure of the device: bandwidth by pattern (and a GPU's layer
+        norm), matrix, vector and attention per dtype, launch overheads, DRAM latency,
+        sustained clock."""
         spec = self._spec
         rows: list[Figure | None] = [self.bandwidth(p) for p in ("read", "copy", "triad")]
+        if spec.kind == "gpu":
+            rows.append(self.bandwidth("layer_norm"))
         rows += [self.matrix(d) for d in spec.matrix_flops_per_s]
         rows += [self.vector(d) for d in spec.vector_flops_per_s]
         rows += [self.attention(d) for d in spec.matrix_flops_per_s]

@@ -50,10 +50,11 @@ GEMM_FLOOR_BAND_SECONDS: tuple[float, float] = (1e-7, 1e-3)
 #: (loads only), ``copy`` (one load and one store per element), ``triad`` (two loads, one
 #: store).
 AccessPattern = Literal["read", "copy", "triad"]
-#: Patterns of a measured bandwidth: the access patterns, and ``stream_app``, a large
-#: bandwidth-bound application kernel kept apart from the microbenchmarks (see
+#: Patterns of a measured bandwidth: the access patterns; ``stream_app``, a large
+#: bandwidth-bound application kernel kept apart from the microbenchmarks; and
+#: ``layer_norm``, the bytes/s PyTorch's layer-norm forward kernel streams at (see
 #: :class:`Achievable`).
-BandwidthPattern = Literal[AccessPattern, "stream_app"]
+BandwidthPattern = Literal[AccessPattern, "stream_app", "layer_norm"]
 
 # kind of quantity (units.parse_quantity) and whether a bandwidth may be a bit rate
 _MEASURED_KIND: dict[str, str] = {
@@ -170,7 +171,10 @@ class Achievable(BaseModel):
     Patterns of ``bandwidth_bytes_per_s``: ``read`` (loads only), ``copy`` (STREAM scale or
     copy: one load and one store per element), ``triad`` (two loads, one store), and
     ``stream_app``, a large bandwidth-bound application kernel (FluidX3D's LBM, which moves
-    as many bytes in as out, like copy) kept apart from the microbenchmarks.
+    as many bytes in as out, like copy) kept apart from the microbenchmarks, and
+    ``layer_norm``: the compulsory bytes of PyTorch's CUDA layer-norm forward (one block
+    of 128 threads per row, which reads its row twice around a block-wide reduction) over
+    its kernel time, on rows that fill the chip.
     ``matrix_flops_per_s`` are dense matmuls with fp32 accumulation; ``vector_flops_per_s``
     non-matrix rates (FMA loops, SGEMM on CUDA cores); ``attention_flops_per_s`` the rate
     causal flash attention reaches on the matrix units (it derates their peak).
