@@ -209,6 +209,7 @@ def entry(table: Table) -> dict[str, object]:
             "bandwidth_share": share, "floor_seconds": floor, "shapes": len(m),
             "median_error": round(float(np.expm1(np.median(err))), 4),
             "p90_error": round(float(np.expm1(np.percentile(err, 90))), 4),
+            "ranges": [[int(x.min()), int(x.max())] for x in (m, n, k)],
             "source": table.source, "method": table.method, "conditions": table.conditions}
 
 
@@ -218,12 +219,17 @@ def render(entries: list[dict[str, object]]) -> str:
              "# seconds = floor + max(2mnk / (efficiency x datasheet peak),",
              "#                      bytes / (bandwidth_share x datasheet bandwidth))",
              "# median_error, p90_error: |predicted / measured - 1| over the table's shapes,",
-             "# in-sample. Generated: do not edit by hand; re-run the script.", "gemm:"]
+             "# in-sample; m_range, n_range, k_range: the smallest and largest of each",
+             "# dimension among them. Generated: do not edit by hand; re-run the script.",
+             "gemm:"]
     for e in entries:
         lines.append(f"  - {{device: {e['device']!r}, dtype: {e['dtype']}, "
                      f"efficiency: {e['efficiency']}, bandwidth_share: {e['bandwidth_share']}, "
                      f"floor_seconds: {e['floor_seconds']:.3g}, shapes: {e['shapes']}, "
                      f"median_error: {e['median_error']}, p90_error: {e['p90_error']},")
+        spans = e["ranges"]
+        assert isinstance(spans, list)
+        lines.append(f"     m_range: {spans[0]}, n_range: {spans[1]}, k_range: {spans[2]},")
         for key in ("source", "method", "conditions"):
             end = "}" if key == "conditions" else ","
             lines.append(f"     {key}: {e[key]!r}{end}")

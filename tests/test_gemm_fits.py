@@ -156,6 +156,32 @@ def test_a_traced_linear_layer_is_a_fitted_gemm() -> None:
         floor + 2 * 8192 * 4096 ** 2 / (h100.efficiency * 989.4e12))
 
 
+def test_a_matmul_beyond_the_measured_shapes_is_extrapolated_and_said() -> None:
+    """The A100's bf16 row records the smallest and largest m, n and k of its table (read
+    here from the shipped table itself); a matmul with n = 16, below the table's smallest n,
+    is costed by the fitted model and the analysis says so; one inside the table's shapes,
+    or on a device whose fit is its class's median (no table of its own), gets no note."""
+    import gzip
+    path = Path(__file__).parents[1] / "benchmarks" / "data" / "kernels" / \
+        "gemm_aic_a100_sxm_80gb_bf16.csv.gz"
+    with gzip.open(path, "rt") as f:
+        rows = [[float(v) for v in line.split(",")[:3]] for line in list(f)[1:]]
+    spans = [(int(min(c)), int(max(c))) for c in zip(*rows, strict=True)]
+    a100 = ROWS["A100 SXM 80GB"]["bf16"]
+    assert [a100.m_range, a100.n_range, a100.k_range] == spans
+    assert spans[1][0] > 16
+    thin = roofline.analyze(Trace([_mm(4, 16, 128)]), "A100 SXM 80GB")
+    (note,) = [n for n in thin.assumptions if "outside the shapes" in n]
+    assert note.startswith("1 bf16 matmul calls") and f"n {spans[1][0]}-{spans[1][1]}" in note
+    assert thin.op_seconds[0] == pytest.approx(
+        6.5e-6 + max(2 * 4 * 16 * 128 / (0.75 * 312e12), thin.trace.ops[0].bytes
+                     / (0.74 * 2.039e12)))
+    inside = roofline.analyze(Trace([_mm(4096, 4096, 4096)]), "A100 SXM 80GB")
+    assert not any("outside the shapes" in n for n in inside.assumptions)
+    pooled = roofline.analyze(Trace([_mm(4, 16, 128)]), "H200 NVL")
+    assert not any("outside the shapes" in n for n in pooled.assumptions)
+
+
 # --- bad rows are refused, naming the file and the row -------------------------------------
 
 GOOD = ("{device: 'A100 SXM 80GB', dtype: bf16, efficiency: 0.7, bandwidth_share: 0.7, "
@@ -174,6 +200,8 @@ GOOD = ("{device: 'A100 SXM 80GB', dtype: bf16, efficiency: 0.7, bandwidth_share
     (GOOD.replace("dtype: bf16", "dtype: fp7"), "fp7"),
     # the A100 has no fp4 units: a share of a peak it does not list
     (GOOD.replace("dtype: bf16", "dtype: nvfp4"), "A100 SXM 80GB fp4 row .* does not list"),
+    (GOOD.replace("shapes: 10,", "shapes: 10, m_range: [64, 1],"), "m_range .* no range"),
+    (GOOD.replace("shapes: 10,", "shapes: 10, k_range: [0, 64],"), "k_range .* no range"),
 ])
 def test_a_bad_row_is_refused_naming_file_and_row(tmp_path: Path, row: str, says: str) -> None:
     path = tmp_path / "gemm.yaml"

@@ -8,9 +8,9 @@ kind of pair, the 10th and 90th percentiles of ``predicted / measured`` to
 speedup of 80% of those pairs lay within ``predicted / p90 ... predicted / p10``.
 
 A pair's kind (:func:`kind`): whether both devices' main figures were measured on them
-(the rate of the engine carrying most FLOPs and the bandwidths; else a class default or
-the datasheet) and whether the source step is compute- or memory-bound (the larger of the
-two shares).
+(the rate of the engine carrying most FLOPs and the access-pattern bandwidths; else a class
+default or the datasheet) and whether the source step is compute- or memory-bound (the
+larger of the two shares).
 """
 
 from __future__ import annotations

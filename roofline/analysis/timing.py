@@ -466,6 +466,7 @@ def analyze_step(trace: Trace, spec: DeviceSpec, opts: Options, *,
     n = len(trace.ops)
     flops, nbytes = _column(trace, "flops"), _column(trace, "bytes")
     engines, rate, fill, fitted = _engines(trace, spec, rates)
+    _beyond_fits(trace, fitted, rates)
     unrated = (flops > 0) & (rate <= 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         compute = np.where(flops > 0, flops / (rate * fill), 0.0)
@@ -527,6 +528,27 @@ def _input_floor(trace: Trace, opts: Options, seconds: float, rates: Rates) -> f
                f"(host_samples_per_s): batch {batch} takes at least {floor * 1e3:.4g} ms, "
                f"which {held} ({seconds * 1e3:.4g} ms on the device and host)")
     return floor
+
+
+def _beyond_fits(trace: Trace, fitted: dict[int, GemmFigure], rates: Rates) -> None:
+    """A note on the matmuls whose (m, n, k) lies outside the shapes their GEMM fit was
+    measured on: the fitted model extrapolates them, no table value stands in."""
+    beyond: dict[str, list[int]] = {}
+    for i, fit in fitted.items():
+        shape = gemm.gemm(trace.ops[i])
+        if fit.ranges is None or shape is None:
+            continue
+        _, m, n, k = shape
+        if any(not lo <= size <= hi for size, (lo, hi) in zip(
+                (m, n, round(k)), fit.ranges, strict=True)):
+            beyond.setdefault(fit.dtype, []).append(i)
+    for dtype, idx in beyond.items():
+        ranges = fitted[idx[0]].ranges
+        assert ranges is not None
+        spans = ", ".join(f"{d} {lo}-{hi}" for d, (lo, hi) in zip("mnk", ranges, strict=True))
+        rates.note(f"{len(idx)} {dtype} matmul calls lie outside the shapes their GEMM fit was "
+                   f"measured on ({spans}): the fitted model (floor + max(compute, bytes)) "
+                   "extrapolates them, no measured time stands in")
 
 
 def _pattern(op: OpRecord, spec: DeviceSpec, opts: Options) -> BandwidthPattern:

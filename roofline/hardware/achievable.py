@@ -196,6 +196,8 @@ class GemmFigure:
     source: str
     fit: str = ""  # how well it fits its table, for a measured one
     compute_units: int | None = None  # of the chip it was measured on (class default: None)
+    #: (m, n, k) ranges of the measured table's shapes (class default: None)
+    ranges: tuple[tuple[int, int], tuple[int, int], tuple[int, int]] | None = None
 
     def __str__(self) -> str:
         """E.g. ``"75% of peak, 74% of bandwidth, 6.5 us floor (measured: ...)"``."""
@@ -569,7 +571,7 @@ class Figures:
                 return GemmFigure(key, fit.efficiency, fit.bandwidth_share,
                                   fit.floor_seconds, "measured", fit.source,
                                   f"fit {fit.median_error:.0%} median over {fit.shapes} "
-                                  f"{own} shapes", fit.compute_units)
+                                  f"{own} shapes", fit.compute_units, fit.ranges)
         if key not in GEMM_DEFAULT_DTYPES:
             return None
         parts = [self._default(gemm_pool(key), p, f"{spec.vendor} {self._class}")

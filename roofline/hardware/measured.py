@@ -131,6 +131,12 @@ class GemmFit(BaseModel):
     compute_units: int | None = Field(
         None, gt=0, description="Compute units (SMs) of the chip the table was measured on: "
         "a what-if with other units rescales each GEMM by the share of the chip it fills.")
+    m_range: tuple[int, int] | None = Field(
+        None, description="Smallest and largest m (rows of the output) of the table's shapes.")
+    n_range: tuple[int, int] | None = Field(
+        None, description="Smallest and largest n (columns of the output) of the same.")
+    k_range: tuple[int, int] | None = Field(
+        None, description="Smallest and largest k (the reduction length) of the same.")
 
     _require_source = model_validator(mode="before")(Measured._require_source.__func__)  # type: ignore[attr-defined]
 
@@ -146,7 +152,19 @@ class GemmFit(BaseModel):
         if not lo <= self.floor_seconds <= hi:
             raise ValueError(f"floor_seconds {self.floor_seconds:g} is outside {lo:g}-{hi:g} s "
                              "(a unit slip: us written as s?)")
+        for name in ("m_range", "n_range", "k_range"):
+            span = getattr(self, name)
+            if span is not None and not 1 <= span[0] <= span[1]:
+                raise ValueError(f"{name} {list(span)} is no range of sizes (expected "
+                                 "[smallest, largest], both at least 1)")
         return self
+
+    @property
+    def ranges(self) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int]] | None:
+        """(m, n, k) ranges of the measured shapes; None where the fit does not record them."""
+        if self.m_range is None or self.n_range is None or self.k_range is None:
+            return None
+        return self.m_range, self.n_range, self.k_range
 
 
 def _measured_values(kind: str, bits: bool = True) -> Any:
