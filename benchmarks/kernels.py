@@ -135,20 +135,21 @@ def held_out_spec(table: Table) -> roofline.DeviceSpec | None:
     return spec.with_overrides(achievable=spec.achievable.model_copy(update={"gemm": gemm}))
 
 
-def _leave_one_out(spec: roofline.DeviceSpec, field: str, key: str, peaks: str,
+def _leave_one_out(spec: roofline.DeviceSpec, field: str, key: str,
+                   base: Callable[[roofline.DeviceSpec], float],
                    same: Callable[[roofline.DeviceSpec], bool]) -> dict[str, Measured] | None:
-    """``spec``'s ``achievable.<field>`` with ``key`` at the median share of its datasheet
-    ``<peaks>[key]`` that the *other* measured devices of its vendor for which ``same``
-    holds reach, the figure citing them (None: no other member)."""
+    """``spec``'s ``achievable.<field>`` with ``key`` at ``base(spec)`` times the median
+    ratio to their own ``base`` that the *other* measured devices of its vendor for which
+    ``same`` holds reach, the figure citing them (None: no other member)."""
     others = [o for o in roofline.list_devices(vendor=spec.vendor)
               if o.name != spec.name and o.achievable is not None
               and key in getattr(o.achievable, field) and same(o)]
     if not others or spec.achievable is None:
         return None
-    share = statistics.median(getattr(o.achievable, field)[key].value
-                              / getattr(o, peaks)[key] for o in others)
+    share = statistics.median(getattr(o.achievable, field)[key].value / base(o)
+                              for o in others)
     names = ", ".join(o.name for o in others)
-    figure = Measured(value=share * getattr(spec, peaks)[key],
+    figure = Measured(value=share * base(spec),
                       source=f"leave-one-out median of {names}",
                       method="benchmarks/kernels.py", conditions=None, clock_hz=None)
     return {**getattr(spec.achievable, field), key: figure}
@@ -158,7 +159,8 @@ def _held_out_sgemm(spec: roofline.DeviceSpec) -> roofline.DeviceSpec | None:
     """``spec`` as a user's new GPU of its FP32 datapath design would see it: no fp32 GEMM
     fit, and the SGEMM share the *other* measured members of the design reach."""
     design = fp32_datapath_class(spec)
-    held = _leave_one_out(spec, "vector_flops_per_s", "fp32", "vector_flops_per_s",
+    held = _leave_one_out(spec, "vector_flops_per_s", "fp32",
+                          lambda o: o.vector_flops_per_s["fp32"],
                           lambda o: design is not None and fp32_datapath_class(o) == design)
     if held is None or spec.achievable is None:
         return None
@@ -230,7 +232,8 @@ def _attention_trace(batch: int, heads: int, seq: int, head_dim: int) -> Trace:
 def _held_out_attention(spec: roofline.DeviceSpec) -> roofline.DeviceSpec | None:
     """``spec`` with its measured attention rate replaced by the median share the *other*
     measured devices of its vendor and class reach (None: no other member)."""
-    held = _leave_one_out(spec, "attention_flops_per_s", "bf16", "matrix_flops_per_s",
+    held = _leave_one_out(spec, "attention_flops_per_s", "bf16",
+                          lambda o: o.matrix_flops_per_s["bf16"],
                           lambda o: class_of(o) == class_of(spec))
     if held is None or spec.achievable is None:
         return None
@@ -299,20 +302,24 @@ def _held_out_layer_norm(spec: roofline.DeviceSpec) -> roofline.DeviceSpec | Non
     """``spec`` as a user's new GPU would see it: its layer-norm bandwidth at its copy
     figure times the median ratio of layer norm to copy of the *other* measured GPUs of
     its vendor (None: no other)."""
-    others = {o.name: (o.achievable.bandwidth_bytes_per_s["layer_norm"].value
-                       / figures(o).bandwidth("copy").value)
-              for o in roofline.list_devices(vendor=spec.vendor)
-              if o.name != spec.name and o.achievable is not None
-              and "layer_norm" in o.achievable.bandwidth_bytes_per_s}
-    if not others or spec.achievable is None:
+    held = _leave_one_out(spec, "bandwidth_bytes_per_s", "layer_norm",
+                          lambda o: figures(o).bandwidth("copy").value, lambda o: True)
+    if held is None or spec.achievable is None:
         return None
-    ratio = statistics.median(others.values())
-    figure = Measured(value=ratio * figures(spec).bandwidth("copy").value,
-                      source=f"leave-one-out median of {', '.join(others)}",
-                      method="benchmarks/kernels.py", conditions=None, clock_hz=None)
-    table = {**spec.achievable.bandwidth_bytes_per_s, "layer_norm": figure}
     return spec.with_overrides(achievable=spec.achievable.model_copy(
-        update={"bandwidth_bytes_per_s": table}))
+        update={"bandwidth_bytes_per_s": held}))
+
+
+def _rowwise_sample(header: list[str], data: np.ndarray, op: str, column: str = "rows",
+                    least: float = 0.0) -> tuple[list[Trace], np.ndarray]:
+    """The traces and measured seconds of up to :data:`ROWWISE_SHAPES` of a row-wise
+    table's ``op`` rows whose ``column`` is at least ``least``, spread evenly."""
+    sel = data[data[:, header.index("op")] == op]
+    sel = sel[sel[:, header.index(column)].astype(float) >= least]
+    sel = sel[np.linspace(0, len(sel) - 1, min(len(sel), ROWWISE_SHAPES)).astype(int)]
+    traces = [_rowwise_trace(op, int(r), int(c)) for r, c in zip(
+        sel[:, header.index("rows")], sel[:, header.index("cols")], strict=True)]
+    return traces, sel[:, header.index("seconds")].astype(float)
 
 
 def rowwise_rows() -> list[list[str]]:
@@ -324,17 +331,10 @@ def rowwise_rows() -> list[list[str]]:
     for file, (device, source) in sources.items():
         header, data = _rows(file)
         for op in sorted(set(data[:, header.index("op")])):
-            sel = data[data[:, header.index("op")] == op]
-            measured = sel[:, header.index("seconds")].astype(float)
-            if source == "LLMCompass":  # wall clock of one call: launch-bound below ~50 us
-                sel, measured = sel[measured >= LLMCOMPASS_MIN_SECONDS], \
-                    measured[measured >= LLMCOMPASS_MIN_SECONDS]
-            keep = np.linspace(0, len(sel) - 1, min(len(sel), ROWWISE_SHAPES)).astype(int)
-            sel, measured = sel[keep], measured[keep]
-            shapes = [(int(r), int(c)) for r, c in zip(
-                sel[:, header.index("rows")], sel[:, header.index("cols")], strict=True)]
-            traces = [_rowwise_trace(op, r, c) for r, c in shapes]
-            cells = [device, source, op, str(len(shapes))]
+            # LLMCompass times one call's wall clock: launch-bound below ~50 us
+            traces, measured = _rowwise_sample(header, data, op, "seconds", (
+                LLMCOMPASS_MIN_SECONDS if source == "LLMCompass" else 0.0))
+            cells = [device, source, op, str(len(traces))]
             held = _held_out_layer_norm(roofline.get_device(device)) \
                 if op == "layer_norm" else None
             for label, on, options in (("datasheet", device, DATASHEET),
@@ -364,13 +364,7 @@ def layer_norm_rows() -> list[list[str]]:
     out = []
     for name, device in (("a100", "A100 SXM 80GB"), ("h100", "H100 SXM"), ("a40", "A40")):
         header, data = _rows(f"rowwise_vidur_{name}_fp16.csv.gz")
-        sel = data[(data[:, header.index("op")] == "layer_norm")
-                   & (data[:, header.index("rows")].astype(int) >= FULL_CHIP_ROWS)]
-        keep = np.linspace(0, len(sel) - 1, min(len(sel), ROWWISE_SHAPES)).astype(int)
-        sel = sel[keep]
-        measured = sel[:, header.index("seconds")].astype(float)
-        traces = [_rowwise_trace("layer_norm", int(r), int(c)) for r, c in zip(
-            sel[:, header.index("rows")], sel[:, header.index("cols")], strict=True)]
+        traces, measured = _rowwise_sample(header, data, "layer_norm", "rows", FULL_CHIP_ROWS)
         spec = roofline.get_device(device)
         cells = [device, str(len(traces))]
         for on, options in ((spec, {"overhead": False, "kernel_passes": False}),
