@@ -218,9 +218,10 @@ def render(entries: list[dict[str, object]]) -> str:
              "# measured per-shape tables in benchmarks/data/kernels/ (sources in its README).",
              "# seconds = floor + max(2mnk / (efficiency x datasheet peak),",
              "#                      bytes / (bandwidth_share x datasheet bandwidth))",
-             "# median_error, p90_error: |predicted / measured - 1| over the table's shapes,",
-             "# in-sample; m_range, n_range, k_range: the smallest and largest of each",
-             "# dimension among them. Generated: do not edit by hand; re-run the script.",
+             "# median_error, p90_error: over the table's shapes, in-sample, the factor",
+             "# predicted and measured differ by, minus one (exp|ln(predicted / measured)| - 1);",
+             "# m_range, n_range, k_range: the smallest and largest of each dimension among",
+             "# them. Generated: do not edit by hand; re-run the script.",
              "gemm:"]
     for e in entries:
         lines.append(f"  - {{device: {e['device']!r}, dtype: {e['dtype']}, "

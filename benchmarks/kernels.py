@@ -4,8 +4,10 @@ softmax), with a train/test split.
 
 Every prediction is the library's own: each measured shape becomes an op record (GEMMs)
 or a traced step on fake tensors (row-wise kernels) and goes through ``roofline.analyze``.
-Columns (median |predicted / measured - 1| over a table's shapes; ``bias``: the median
-signed log error, < 0 when predicted faster than measured):
+Columns (median error over a table's shapes, as the factor prediction and measurement
+differ by, minus one: ``exp(median |ln(predicted / measured)|) - 1``, so that 2x too fast
+and 2x too slow are both 100%; ``bias``: the median signed log error, < 0 when predicted
+faster than measured):
 
 * ``datasheet``: the classic roofline, ``max(FLOPs / peak, bytes / bandwidth, launch)``;
 * ``tiles``: achievable figures, a GEMM at the matrix figure times the share of the chip
@@ -90,7 +92,7 @@ _TORCH_NAME = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp8": 
 
 
 def _errors(predicted: np.ndarray, measured: np.ndarray) -> tuple[float, float, float]:
-    """(median |error|, p90 |error|, median signed log error)."""
+    """(median and p90 error as factors minus one, median signed log error)."""
     log = np.log(predicted / measured)
     return (float(np.expm1(np.median(np.abs(log)))),
             float(np.expm1(np.percentile(np.abs(log), 90))), float(np.median(log)))

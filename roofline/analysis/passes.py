@@ -30,8 +30,9 @@ moves its compulsory bytes at 56-73% of the copy stream (vidur's phi-2 profiles 
 A100, H100 and A40, fp16 rows 2,560 wide; applied to every dtype and width): :func:`pattern`
 sends it to the ``layer_norm`` bandwidth figure
 (:meth:`roofline.hardware.achievable.Figures.bandwidth`). Its backward (the same block per
-row for the input gradient) and RMS norm (which a fake-tensor trace records decomposed)
-are not measured and keep the pattern of their bytes.
+row for the input gradient) and RMS norm's fused kernels (``_fused_rms_norm`` and its
+backward, :mod:`roofline.tracing.norms`) are not measured and keep the pattern of their
+bytes.
 """
 
 from __future__ import annotations

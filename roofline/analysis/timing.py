@@ -681,6 +681,10 @@ def _trace_notes(trace: Trace, nbytes: np.ndarray) -> list[str]:
     if dropouts := info.fused_dropout_calls:
         notes.append(f"dropout calls ({dropouts}) were traced as CUDA runs them: one fused "
                      "native_dropout kernel each, keeping a 1-byte mask for backward")
+    if norms := info.fused_rms_norm_calls:
+        notes.append(f"RMS norm calls ({norms}) were traced as CUDA runs them: one fused "
+                     "_fused_rms_norm kernel each, and one _fused_rms_norm_backward; the CPU "
+                     "runs them as about six ops each way")
     if unfused := info.attention_unfused:
         notes.append(
             f"attention calls with dropout ({unfused}) are in the trace as the CPU ran them, "

@@ -18,7 +18,8 @@ In a fake trace (except ``"as-run"``), ``F.dropout`` is recorded as CUDA runs it
 CUDA's ``dropout`` is one ``native_dropout`` kernel that keeps a 1-byte boolean mask for
 backward, while the CPU's is ``input * empty_like(input).bernoulli_().div_(1 - p)``,
 which keeps the mask in the input's dtype (4 bytes per element in fp32). In-place
-dropout takes the second form on CUDA as well and is left as it runs.
+dropout takes the second form on CUDA as well and is left as it runs. ``F.rms_norm`` is
+recorded as CUDA's fused kernels likewise (:mod:`roofline.tracing.norms`).
 
 Backward runs with the mode still active, so that ``torch.utils.checkpoint``'s
 recomputation reroutes the same calls as the forward did (otherwise the recomputed
@@ -34,6 +35,8 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
+from roofline.tracing.norms import RMS_NORMS, fused_rms_norm
+
 AttentionMode = Literal["fused", "eager", "as-run"]
 MODES: tuple[str, ...] = get_args(AttentionMode)
 _FUSED = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
@@ -43,7 +46,8 @@ class AttentionAs(TorchFunctionMode):
     """Record ``F.scaled_dot_product_attention`` as ``mode``.
 
     ``calls`` counts the rerouted calls; ``unfused`` the calls with dropout left on the
-    CPU's unfused fp32 path (real tensors, or a call the fused op cannot take).
+    CPU's unfused fp32 path (real tensors, or a call the fused op cannot take);
+    ``dropouts`` and ``rms_norms`` the calls recorded as CUDA's fused kernels.
     """
 
     def __init__(self, mode: AttentionMode, fake: bool = True) -> None:
@@ -51,7 +55,7 @@ class AttentionAs(TorchFunctionMode):
             raise ValueError(f"attention={mode!r}: expected one of {', '.join(MODES)}")
         super().__init__()
         self.mode, self.fake = mode, fake
-        self.calls = self.unfused = self.dropouts = 0
+        self.calls = self.unfused = self.dropouts = self.rms_norms = 0
 
     def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
                            kwargs: dict[str, Any] | None = None) -> Any:
@@ -61,6 +65,10 @@ class AttentionAs(TorchFunctionMode):
         if func in _DROPOUTS and self.fake and self.mode != "as-run" and (
                 out := _native_dropout(func, *args, **kwargs)) is not None:
             self.dropouts += 1
+            return out
+        if func in RMS_NORMS and self.fake and self.mode != "as-run" and (
+                out := fused_rms_norm(*args, **kwargs)) is not None:
+            self.rms_norms += 1
             return out
         if func is F.scaled_dot_product_attention and self.mode != "as-run":
             out = (_fused(*args, **kwargs) if self.mode == "fused" and self.fake

@@ -30,6 +30,7 @@ from roofline._errors import RooflineWarning, warn
 from roofline.tracing import collectives as _collectives
 from roofline.tracing import formulas as _formulas  # noqa: F401  (registers the formulas)
 from roofline.tracing import higher_order as _higher
+from roofline.tracing.norms import recorded_whole
 from roofline.tracing.ops import OpInfo, lookup, nbytes
 from roofline.tracing.records import (
     STORAGE_KINDS,
@@ -285,6 +286,8 @@ class _Recorder(TorchDispatchMode):
         return out
 
     def _decomposable(self, func: Any) -> bool:
+        if recorded_whole(func):  # the one kernel CUDA runs, not the CPU's composite
+            return False
         if func not in self._composite:
             self._composite[func] = _has_decomposition(func)
         return self._composite[func]

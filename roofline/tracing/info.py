@@ -28,6 +28,8 @@ class CaptureInfo:
     attention_calls : calls rerouted.
     attention_unfused : calls with dropout left on the CPU's unfused fp32 path.
     fused_dropout_calls : ``F.dropout`` calls recorded as CUDA's fused ``native_dropout``.
+    fused_rms_norm_calls : ``F.rms_norm`` calls recorded as CUDA's ``_fused_rms_norm``
+        (and its fused backward).
     parallel : the parallel strategy of a parallel trace (``"ddp"``, ``"fsdp"``, ``"tp"``;
         see :data:`roofline.tracing.strategies.STRATEGIES`); None for one GPU.
     world_size : ranks of a parallel trace.
@@ -57,6 +59,7 @@ class CaptureInfo:
     attention_calls: int = 0
     attention_unfused: int = 0
     fused_dropout_calls: int = 0
+    fused_rms_norm_calls: int = 0
     parallel: str | None = None
     world_size: int | None = None
     batch: int | None = None
@@ -150,7 +153,7 @@ def _counts(value: Any) -> list[int]:
 _CHECKS = {
     "model": _text, "train": _optional_flag, "fake": _optional_flag, "torch": _text,
     "attention": _optional_text, "attention_calls": _count, "attention_unfused": _count,
-    "fused_dropout_calls": _count, "parallel": _optional_text,
+    "fused_dropout_calls": _count, "fused_rms_norm_calls": _count, "parallel": _optional_text,
     "world_size": _optional_count, "batch": _optional_count, "rank_batch": _optional_count,
     "buckets": _counts, "loss": _text, "optimizer_foreach": _flag,
     "compiled": _optional_text, "compiled_graphs": _count, "graph_breaks": _texts,

@@ -215,4 +215,5 @@ def captured_info(name: str, *, train: bool, fake: bool, attend: AttentionAs | N
     return CaptureInfo(
         model=name, train=train, fake=fake, torch=torch.__version__,
         attention=attend.mode if rerouted else None, attention_calls=attend.calls,
-        attention_unfused=attend.unfused, fused_dropout_calls=attend.dropouts, **parallel)
+        attention_unfused=attend.unfused, fused_dropout_calls=attend.dropouts,
+        fused_rms_norm_calls=attend.rms_norms, **parallel)
