@@ -49,7 +49,8 @@ def notebooks(session: nox.Session) -> None:
 # ../shared/validation data; ``"published --trace-cache DIR"`` keeps its 80 traces between
 # runs), ``gpu`` (a GPU; ``gpu --device cpu`` is its dry run), ``suite_time`` (today's
 # tests against an earlier commit's, by name; about 8 minutes).
-QUICK_BENCHMARKS = ("the_answer", "capture_overhead --quick", "memory", "scaling", "rms_norm")
+QUICK_BENCHMARKS = ("the_answer", "capture_overhead --quick", "memory", "scaling",
+                    "as_cuda_runs")
 
 
 @nox.session(python=["3.11"])

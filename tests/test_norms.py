@@ -163,3 +163,17 @@ def test_under_inference_mode_a_real_trace_records_what_the_cpu_ran() -> None:
     assert "aten.rsqrt.default" in [op.name for op in real.ops]
     assert [op.name for op in _norm_ops(fake)] == [FUSED]
     assert no_global_state()
+
+
+def test_under_autocast_it_is_fused_in_fp32_as_cuda_autocast_runs_rms_norm() -> None:
+    """The linear layer's output is bf16 and the weight fp32: CUDA autocast casts the input
+    to fp32 (tracing/autocast.py), so the dtypes match and CUDA fuses; the CPU's autocast
+    leaves the input in bf16, and PyTorch takes the composite."""
+    net, x = _Block(nn.RMSNorm(D)), torch.randn(ROWS, D)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        t = roofline.trace(net, x, train=True, loss_fn=lambda o: o.float().sum(), fake=True)
+    forward = next(op for op in t.ops if op.name == FUSED)
+    n = ROWS * D
+    assert forward.dtype == "float32" and forward.bytes_read == (n + D) * 4
+    assert t.info.fused_rms_norm_calls == 1 and t.info.cuda_autocast_casts == 1
+    assert no_global_state()

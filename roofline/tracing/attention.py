@@ -19,7 +19,8 @@ CUDA's ``dropout`` is one ``native_dropout`` kernel that keeps a 1-byte boolean 
 backward, while the CPU's is ``input * empty_like(input).bernoulli_().div_(1 - p)``,
 which keeps the mask in the input's dtype (4 bytes per element in fp32). In-place
 dropout takes the second form on CUDA as well and is left as it runs. ``F.rms_norm`` is
-recorded as CUDA's fused kernels likewise (:mod:`roofline.tracing.norms`).
+recorded as CUDA's fused kernels likewise (:mod:`roofline.tracing.norms`), and under
+autocast every op follows CUDA autocast's cast policy (:mod:`roofline.tracing.autocast`).
 
 Backward runs with the mode still active, so that ``torch.utils.checkpoint``'s
 recomputation reroutes the same calls as the forward did (otherwise the recomputed
@@ -28,6 +29,7 @@ attention saves other tensors and checkpoint raises ``CheckpointError``).
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Any, Literal, get_args
 
@@ -35,6 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
+from roofline.tracing import autocast as _autocast
 from roofline.tracing.norms import RMS_NORMS, fused_rms_norm
 
 AttentionMode = Literal["fused", "eager", "as-run"]
@@ -47,7 +50,8 @@ class AttentionAs(TorchFunctionMode):
 
     ``calls`` counts the rerouted calls; ``unfused`` the calls with dropout left on the
     CPU's unfused fp32 path (real tensors, or a call the fused op cannot take);
-    ``dropouts`` and ``rms_norms`` the calls recorded as CUDA's fused kernels.
+    ``dropouts`` and ``rms_norms`` the calls recorded as CUDA's fused kernels;
+    ``autocast_casts`` the op calls CUDA autocast's policy cast that the CPU's would not.
     """
 
     def __init__(self, mode: AttentionMode, fake: bool = True) -> None:
@@ -55,7 +59,31 @@ class AttentionAs(TorchFunctionMode):
             raise ValueError(f"attention={mode!r}: expected one of {', '.join(MODES)}")
         super().__init__()
         self.mode, self.fake = mode, fake
-        self.calls = self.unfused = self.dropouts = self.rms_norms = 0
+        self.calls = self.unfused = self.dropouts = self.rms_norms = self.autocast_casts = 0
+        self._policies: list[tuple[contextlib.ExitStack, int]] = []
+
+    def __enter__(self) -> AttentionAs:
+        if self.fake:  # entered again by _backward: the policy is held once
+            stack = contextlib.ExitStack()
+            stack.enter_context(_autocast.cuda_autocast())
+            self._policies.append((stack, _autocast.casts()))
+        try:
+            super().__enter__()
+        except BaseException:
+            if self.fake:
+                self._policies.pop()[0].close()
+            raise
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            super().__exit__(*exc)
+        finally:
+            if self.fake:
+                stack, before = self._policies.pop()
+                if not self._policies:
+                    self.autocast_casts += _autocast.casts() - before
+                stack.close()
 
     def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
                            kwargs: dict[str, Any] | None = None) -> Any:

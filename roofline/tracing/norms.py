@@ -23,7 +23,10 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from roofline.tracing import autocast as _autocast
+
 _aten = torch.ops.aten
+_LOW = (torch.float16, torch.bfloat16)
 RMS_NORMS = (F.rms_norm, torch.rms_norm)
 _ROUTING = threading.local()
 
@@ -71,6 +74,14 @@ def fused_rms_norm(input: torch.Tensor, normalized_shape: Any,
     runs as it is, and PyTorch checks its arguments)."""
     if not isinstance(input, torch.Tensor) or not input.is_floating_point():
         return None
+    if _autocast.active() and torch.is_autocast_enabled("cpu"):
+        # CUDA autocast runs rms_norm in fp32 (roofline.tracing.autocast); the call is
+        # intercepted before it reaches the autocast key, so it is cast here
+        low = input.dtype in _LOW or (weight is not None and weight.dtype in _LOW)
+        if low:
+            _autocast.record_cast()
+            input = input.float()
+            weight = weight.float() if weight is not None else None
     channels_last = (torch.channels_last, torch.channels_last_3d)
     if input.dim() in (4, 5) and any(input.is_contiguous(memory_format=f)
                                      for f in channels_last) and not input.is_contiguous():
