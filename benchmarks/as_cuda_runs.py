@@ -46,7 +46,8 @@ def _llama(native: bool) -> roofline.Trace:
 @contextlib.contextmanager
 def _cpu_policy() -> Iterator[None]:
     """CPU autocast's own policy in a fake trace: CUDA's registers nothing."""
-    with mock.patch.object(autocast, "policies", dict):
+    with mock.patch.object(autocast, "policies", dict), \
+            mock.patch.object(autocast, "cpu_only", dict):
         yield
 
 
@@ -90,7 +91,7 @@ def main() -> None:
     for cuda_policy in (False, True):
         t = _gpt2(cuda_policy)
         print(_row("CUDA autocast's policy" if cuda_policy else "CPU autocast's policy", t,
-                   list(range(len(t.ops))), f"{t.info.cuda_autocast_casts} calls cast"))
+                   list(range(len(t.ops))), f"{t.info.cuda_autocast_calls} calls changed"))
 
 
 if __name__ == "__main__":

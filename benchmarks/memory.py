@@ -88,7 +88,7 @@ class Row:
 
 
 _GA = "grad. accumulation 4 (the add into .grad not traced)"
-_AMP = "GradScaler not traced; autocast on CPU's op lists"
+_AMP = "GradScaler not traced"
 ROWS = [
     Row(HF, "Vanilla Training, bs 4", "bert-large-cls", 4, 512, "fp32", "adamw", False,
         14949 * MiB, "nvidia-smi", "V100 SXM2 16GB", "reserved-allocated gap"),

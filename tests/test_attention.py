@@ -69,9 +69,11 @@ def test_eager_attention_is_written_out_as_cuda_amp_runs_it() -> None:
     # both matmuls in fp16 over all t x t pairs (an eager kernel skips no masked pair)
     assert [op.dtype for op in bmm] == ["float16", "float16"]
     assert all(op.flops == b * 2 * t * t * d for op in bmm)
-    # softmax and dropout in fp32 (CUDA autocast's softmax policy), on b h t t elements
+    # softmax and dropout in fp32 (CUDA autocast's softmax policy), on b h t t elements:
+    # CUDA's softmax reads the fp16 scores and writes fp32 in one kernel (half_to_float)
     soft = [op for op in fwd if op.category == "softmax"]
-    assert len(soft) == 1 and soft[0].dtype == "float32"
+    n = b * h * t * t
+    assert len(soft) == 1 and (soft[0].bytes_read, soft[0].bytes_written) == (2 * n, 4 * n)
     assert soft[0].output_shapes[0] == (b, h, t, t)
     assert any(op.category == "dropout" and op.dtype == "float32" for op in fwd)
     assert eager.info.attention == "eager" and eager.info.attention_calls == 1

@@ -175,5 +175,5 @@ def test_under_autocast_it_is_fused_in_fp32_as_cuda_autocast_runs_rms_norm() -> 
     forward = next(op for op in t.ops if op.name == FUSED)
     n = ROWS * D
     assert forward.dtype == "float32" and forward.bytes_read == (n + D) * 4
-    assert t.info.fused_rms_norm_calls == 1 and t.info.cuda_autocast_casts == 1
+    assert t.info.fused_rms_norm_calls == 1 and t.info.cuda_autocast_calls == 1
     assert no_global_state()

@@ -685,10 +685,14 @@ def _trace_notes(trace: Trace, nbytes: np.ndarray) -> list[str]:
         notes.append(f"RMS norm calls ({norms}) were traced as CUDA runs them: one fused "
                      "_fused_rms_norm kernel each, and one _fused_rms_norm_backward; the CPU "
                      "runs them as about six ops each way")
-    if casts := info.cuda_autocast_casts:
-        notes.append(f"{casts} op calls under autocast were traced with CUDA autocast's cast "
-                     "policy, in fp32 where CUDA runs them in fp32 (pow, exp, softmax, "
-                     "layer_norm, ...), not in the low precision CPU autocast leaves them in")
+    if softmaxes := info.fused_softmax_calls:
+        notes.append(f"softmax calls with an fp32 dtype over fp16 tensors ({softmaxes}) were "
+                     "traced as CUDA runs them: one kernel reading fp16 and writing fp32, where "
+                     "the CPU casts first")
+    if calls := info.cuda_autocast_calls:
+        notes.append(f"{calls} op calls under autocast were traced with CUDA autocast's cast "
+                     "policy where the CPU's differs: pow, exp, softmax, layer_norm... in fp32, "
+                     "cross-entropy's log_softmax in the logits' dtype")
     if unfused := info.attention_unfused:
         notes.append(
             f"attention calls with dropout ({unfused}) are in the trace as the CPU ran them, "

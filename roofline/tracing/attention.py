@@ -19,7 +19,8 @@ CUDA's ``dropout`` is one ``native_dropout`` kernel that keeps a 1-byte boolean 
 backward, while the CPU's is ``input * empty_like(input).bernoulli_().div_(1 - p)``,
 which keeps the mask in the input's dtype (4 bytes per element in fp32). In-place
 dropout takes the second form on CUDA as well and is left as it runs. ``F.rms_norm`` is
-recorded as CUDA's fused kernels likewise (:mod:`roofline.tracing.norms`), and under
+recorded as CUDA's fused kernels likewise (:mod:`roofline.tracing.norms`), an fp32
+softmax of an fp16 tensor as CUDA's one kernel (:mod:`roofline.tracing.softmax`), and under
 autocast every op follows CUDA autocast's cast policy (:mod:`roofline.tracing.autocast`).
 
 Backward runs with the mode still active, so that ``torch.utils.checkpoint``'s
@@ -39,6 +40,7 @@ from torch.overrides import TorchFunctionMode
 
 from roofline.tracing import autocast as _autocast
 from roofline.tracing.norms import RMS_NORMS, fused_rms_norm
+from roofline.tracing.softmax import SOFTMAXES, fp32_softmax, half_to_float
 
 AttentionMode = Literal["fused", "eager", "as-run"]
 MODES: tuple[str, ...] = get_args(AttentionMode)
@@ -50,8 +52,8 @@ class AttentionAs(TorchFunctionMode):
 
     ``calls`` counts the rerouted calls; ``unfused`` the calls with dropout left on the
     CPU's unfused fp32 path (real tensors, or a call the fused op cannot take);
-    ``dropouts`` and ``rms_norms`` the calls recorded as CUDA's fused kernels;
-    ``autocast_casts`` the op calls CUDA autocast's policy cast that the CPU's would not.
+    ``dropouts``, ``rms_norms`` and ``softmaxes`` the calls recorded as CUDA's kernels;
+    ``autocast_calls`` the op calls CUDA autocast's policy ran otherwise than the CPU's.
     """
 
     def __init__(self, mode: AttentionMode, fake: bool = True) -> None:
@@ -59,14 +61,15 @@ class AttentionAs(TorchFunctionMode):
             raise ValueError(f"attention={mode!r}: expected one of {', '.join(MODES)}")
         super().__init__()
         self.mode, self.fake = mode, fake
-        self.calls = self.unfused = self.dropouts = self.rms_norms = self.autocast_casts = 0
+        self.calls = self.unfused = self.dropouts = self.rms_norms = self.softmaxes = 0
+        self.autocast_calls = 0
         self._policies: list[tuple[contextlib.ExitStack, int]] = []
 
     def __enter__(self) -> AttentionAs:
         if self.fake:  # entered again by _backward: the policy is held once
             stack = contextlib.ExitStack()
             stack.enter_context(_autocast.cuda_autocast())
-            self._policies.append((stack, _autocast.casts()))
+            self._policies.append((stack, _autocast.calls()))
         try:
             super().__enter__()
         except BaseException:
@@ -82,7 +85,7 @@ class AttentionAs(TorchFunctionMode):
             if self.fake:
                 stack, before = self._policies.pop()
                 if not self._policies:
-                    self.autocast_casts += _autocast.casts() - before
+                    self.autocast_calls += _autocast.calls() - before
                 stack.close()
 
     def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
@@ -97,6 +100,10 @@ class AttentionAs(TorchFunctionMode):
         if func in RMS_NORMS and self.fake and self.mode != "as-run" and (
                 out := fused_rms_norm(*args, **kwargs)) is not None:
             self.rms_norms += 1
+            return out
+        if func in SOFTMAXES and self.fake and self.mode != "as-run" and (
+                out := fp32_softmax(func, *args, **kwargs)) is not None:
+            self.softmaxes += 1
             return out
         if func is F.scaled_dot_product_attention and self.mode != "as-run":
             out = (_fused(*args, **kwargs) if self.mode == "fused" and self.fake
@@ -204,7 +211,9 @@ def _eager(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
         scores = (torch.where(attn_mask, scores, float("-inf")) if attn_mask.dtype == torch.bool
                   else scores + attn_mask)
     amp = torch.is_autocast_enabled(query.device.type)
-    probs = F.softmax(scores, dim=-1, dtype=torch.float32 if amp else None)
+    probs = (half_to_float(scores, -1, log=False) if amp and fused_dropout
+             and scores.dtype == torch.float16  # a fake trace: one kernel, as on CUDA
+             else F.softmax(scores, dim=-1, dtype=torch.float32 if amp else None))
     if dropout_p > 0.0:  # this runs inside the mode's handler, where the mode is off
         fused = _native_dropout(F.dropout, probs, dropout_p) if fused_dropout else None
         probs = F.dropout(probs, dropout_p) if fused is None else fused

@@ -16,7 +16,8 @@ registered at the ``AutocastCPU`` dispatch key for each op that torch itself reg
 
 * ``fp32``: every floating-point tensor argument but fp64 cast to fp32 first;
 * ``fp32_set_opt_dtype``: when the first argument is such a tensor, the op's own ``dtype``
-  set to fp32 if the caller gave none (the op reads the low-precision input itself);
+  set to fp32 if the caller gave none (softmax and log-softmax then read an fp16 input in
+  one kernel on CUDA, and cast a bf16 one first);
 * ``promote``: every such argument cast to the widest among them.
 
 Only in forward, in checkpoint's recomputation of it and in the optimizer step: training
@@ -24,23 +25,30 @@ loops call backward after the autocast block (PyTorch's AMP recipe: "backward pa
 autocast are not recommended"), while ``roofline.trace`` runs the whole step inside the
 user's; the policy passes backward's own calls through as they are.
 
-The registration is process-wide while the trace runs (another thread's CPU autocast sees
-it too). Left as the CPU runs them: ops CPU autocast lists itself (``cat`` and ``stack``
-promote there, ``cross_entropy_loss`` runs in fp32: CUDA reaches the same fp32
-``log_softmax`` through its own policy); CUDA's lower-precision ops the CPU does not list
-(``mv``, ``addmv``, ``addr``: composites such as ``einsum`` reach ``bmm``, which both
-cast); and ``norm``'s ``fp32_append_dtype`` overloads.
+Three ops CPU autocast casts and CUDA's does not are run as on CUDA (:func:`cpu_only`):
+``cross_entropy_loss``, which the CPU runs in fp32 (a cast of the logits, then an fp32
+``log_softmax``) and CUDA as its composite (``log_softmax`` in the logits' dtype, then the
+fp32 ``nll_loss`` both policies cast for), and ``cat`` and ``stack``, which the CPU promotes
+with casts and CUDA reads in mixed dtypes. The registration is process-wide while the trace
+runs (another thread's CPU autocast sees it too). Left as the CPU runs them: its other
+CPU-only entries (linear algebra, FFTs, padding and 3-D pooling in fp32, convolutions with
+string padding, whose composites reach CUDA's low-precision ``convolution``); CUDA's
+low-precision ops the CPU does not list (``mv``, ``addmv``, ``addr``: composites such as
+``einsum`` reach ``bmm``, which both cast); and ``norm``'s ``fp32_append_dtype`` overloads.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 from torch.utils._pytree import tree_leaves, tree_map
+
+from roofline.tracing.softmax import half_to_float
 
 #: AT_FORALL_FP32 and AT_FORALL_FP32_SET_OPT_DTYPE (autocast_mode.h @d70fe7f33910), plus
 #: ``rms_norm``, which torch 2.13 registers for AutocastCUDA too and a later header lists
@@ -87,15 +95,16 @@ def _registered(op: Any, key: str) -> bool:
     return torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), key)
 
 
-def record_cast() -> None:
-    """Count one call cast under CUDA's policy (also by reroutes that cast themselves)."""
-    _STATE.casts = getattr(_STATE, "casts", 0) + 1
+def record_call() -> None:
+    """Count one call CUDA's policy ran otherwise than the CPU's would have (also by
+    reroutes that cast themselves)."""
+    _STATE.calls = getattr(_STATE, "calls", 0) + 1
 
 
 def _below_autocast(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
                     changed: bool) -> Any:
     if changed:
-        record_cast()
+        record_call()
     with torch._C._ExcludeDispatchKeyGuard(_AUTOCAST):
         return op(*args, **kwargs)
 
@@ -128,12 +137,18 @@ def _fp32(op: Any) -> Callable[..., Any]:
 def _fp32_set_opt_dtype(op: Any) -> Callable[..., Any]:
     index = next(i for i, a in enumerate(op._schema.arguments) if a.name == "dtype")
     keyword = op._schema.arguments[index].kwarg_only
+    name = op._overloadpacket.__name__
+    fused = name in ("softmax", "log_softmax")  # CUDA reads an fp16 input in one kernel
 
     def kernel(*args: Any, **kwargs: Any) -> Any:
         given = kwargs.get("dtype") if keyword else (
             args[index] if len(args) > index else None)
         low = (bool(args) and _eligible(args[0]) and args[0].dtype != torch.float32
                and not _in_backward())
+        if fused and low and given is None and args[0].dtype == torch.float16:
+            record_call()
+            with torch._C._ExcludeDispatchKeyGuard(_AUTOCAST):
+                return half_to_float(args[0], args[1], name == "log_softmax")
         if low and given is None:
             if keyword:
                 kwargs = {**kwargs, "dtype": torch.float32}
@@ -154,6 +169,23 @@ def _promote(op: Any) -> Callable[..., Any]:
     return kernel
 
 
+def _composite(op: Any) -> Callable[..., Any]:
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        if args and _eligible(args[0]) and args[0].dtype != torch.float32:
+            record_call()
+        # the op's own decomposition, each op of it under autocast, as CUDA's fallthrough
+        # runs it (excluding autocast would take the inner ops' policies away too)
+        return op.decompose(*args, **kwargs)
+    return kernel
+
+
+def _as_is(op: Any) -> Callable[..., Any]:
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        mixed = len({t.dtype for t in tree_leaves((args, kwargs)) if _eligible(t)}) > 1
+        return _below_autocast(op, args, kwargs, mixed)
+    return kernel
+
+
 def policies() -> dict[str, Callable[[Any], Callable[..., Any]]]:
     """CUDA's policy of each op torch registers for AutocastCUDA and not AutocastCPU."""
     table = {**dict.fromkeys(FP32, _fp32), **dict.fromkeys(FP32_SET_OPT_DTYPE,
@@ -162,6 +194,17 @@ def policies() -> dict[str, Callable[[Any], Callable[..., Any]]]:
     return {name: make for name, make in table.items()
             if (op := _op(name)) is not None and _registered(op, "AutocastCUDA")
             and not _registered(op, "AutocastCPU")}
+
+
+def cpu_only() -> dict[str, Callable[[Any], Callable[..., Any]]]:
+    """The ops CPU autocast casts and CUDA's does not, run as CUDA runs them:
+    ``cross_entropy_loss`` (fp32 on the CPU) as its composite, whose ``log_softmax`` keeps
+    the input's dtype and whose ``nll_loss`` both policies run in fp32; ``cat`` and
+    ``stack`` (promote on the CPU) as they are, reading mixed dtypes without casts."""
+    table = {"cross_entropy_loss": _composite, "cat": _as_is, "stack": _as_is}
+    return {name: make for name, make in table.items()
+            if (op := _op(name)) is not None and _registered(op, "AutocastCPU")
+            and not _registered(op, "AutocastCUDA")}
 
 
 @contextlib.contextmanager
@@ -175,6 +218,10 @@ def cuda_autocast() -> Iterator[None]:
             lib = torch.library.Library("aten", "IMPL")
             for name, make in policies().items():
                 lib.impl(name, make(_op(name)), "AutocastCPU")
+            with warnings.catch_warnings():  # "Overriding a previously registered kernel":
+                warnings.simplefilter("ignore")  # CPU's, restored when lib is destroyed
+                for name, make in cpu_only().items():
+                    lib.impl(name, make(_op(name)), "AutocastCPU")
             _ACTIVE.append(lib)
         else:
             _ACTIVE.append(None)
@@ -192,7 +239,7 @@ def active() -> bool:
     return bool(_ACTIVE)
 
 
-def casts() -> int:
-    """Calls this thread has run under CUDA's policy so far that it cast (or gave an fp32
-    ``dtype``)."""
-    return int(getattr(_STATE, "casts", 0))
+def calls() -> int:
+    """Calls this thread has run under CUDA's policy so far that it ran otherwise than the
+    CPU's would have (a cast, an fp32 ``dtype``, a composite or mixed dtypes kept)."""
+    return int(getattr(_STATE, "calls", 0))

@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from roofline._errors import CompileError, FakeModeError, RooflineWarning, warn
+from roofline.tracing.autocast import cuda_autocast
 from roofline.tracing.capture import Capture
 from roofline.tracing.distributed import check_fake_wrapped
 from roofline.tracing.fake import DATA_DEPENDENT, fake_step, modules_of, unwatched
@@ -87,6 +88,7 @@ def compiled_step(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, tra
         with contextlib.ExitStack() as stack:
             faked = stack.enter_context(fake_step(fn, optimizer, args, kwargs))
             stack.enter_context(patterns_on_cpu())
+            stack.enter_context(cuda_autocast())  # dynamo's graphs take CUDA's dtypes too
             stack.enter_context(kernels_sink(receive))
             if regional:
                 stack.enter_context(regions.compiled(compiler, fullgraph))

@@ -30,8 +30,10 @@ class CaptureInfo:
     fused_dropout_calls : ``F.dropout`` calls recorded as CUDA's fused ``native_dropout``.
     fused_rms_norm_calls : ``F.rms_norm`` calls recorded as CUDA's ``_fused_rms_norm``
         (and its fused backward).
-    cuda_autocast_casts : op calls under autocast that CUDA's cast policy ran in fp32 (or
-        promoted) where the CPU's would not have (:mod:`roofline.tracing.autocast`).
+    fused_softmax_calls : softmax and log-softmax calls with an fp32 ``dtype`` over fp16
+        tensors recorded as CUDA's one kernel (:mod:`roofline.tracing.softmax`).
+    cuda_autocast_calls : op calls under autocast that CUDA's cast policy ran otherwise than
+        the CPU's would have (:mod:`roofline.tracing.autocast`).
     parallel : the parallel strategy of a parallel trace (``"ddp"``, ``"fsdp"``, ``"tp"``;
         see :data:`roofline.tracing.strategies.STRATEGIES`); None for one GPU.
     world_size : ranks of a parallel trace.
@@ -62,7 +64,8 @@ class CaptureInfo:
     attention_unfused: int = 0
     fused_dropout_calls: int = 0
     fused_rms_norm_calls: int = 0
-    cuda_autocast_casts: int = 0
+    fused_softmax_calls: int = 0
+    cuda_autocast_calls: int = 0
     parallel: str | None = None
     world_size: int | None = None
     batch: int | None = None
@@ -157,7 +160,7 @@ _CHECKS = {
     "model": _text, "train": _optional_flag, "fake": _optional_flag, "torch": _text,
     "attention": _optional_text, "attention_calls": _count, "attention_unfused": _count,
     "fused_dropout_calls": _count, "fused_rms_norm_calls": _count,
-    "cuda_autocast_casts": _count, "parallel": _optional_text,
+    "fused_softmax_calls": _count, "cuda_autocast_calls": _count, "parallel": _optional_text,
     "world_size": _optional_count, "batch": _optional_count, "rank_batch": _optional_count,
     "buckets": _counts, "loss": _text, "optimizer_foreach": _flag,
     "compiled": _optional_text, "compiled_graphs": _count, "graph_breaks": _texts,

@@ -79,7 +79,7 @@ def fused_rms_norm(input: torch.Tensor, normalized_shape: Any,
         # intercepted before it reaches the autocast key, so it is cast here
         low = input.dtype in _LOW or (weight is not None and weight.dtype in _LOW)
         if low:
-            _autocast.record_cast()
+            _autocast.record_call()
             input = input.float()
             weight = weight.float() if weight is not None else None
     channels_last = (torch.channels_last, torch.channels_last_3d)

@@ -216,5 +216,5 @@ def captured_info(name: str, *, train: bool, fake: bool, attend: AttentionAs | N
         model=name, train=train, fake=fake, torch=torch.__version__,
         attention=attend.mode if rerouted else None, attention_calls=attend.calls,
         attention_unfused=attend.unfused, fused_dropout_calls=attend.dropouts,
-        fused_rms_norm_calls=attend.rms_norms, cuda_autocast_casts=attend.autocast_casts,
-        **parallel)
+        fused_rms_norm_calls=attend.rms_norms, fused_softmax_calls=attend.softmaxes,
+        cuda_autocast_calls=attend.autocast_calls, **parallel)
