@@ -93,17 +93,8 @@ class AttentionAs(TorchFunctionMode):
         kwargs = kwargs or {}
         if func is torch.Tensor.backward and self.mode != "as-run" and _ENGINE is not None:
             return self._backward(*args, **kwargs)
-        if func in _DROPOUTS and self.fake and self.mode != "as-run" and (
-                out := _native_dropout(func, *args, **kwargs)) is not None:
-            self.dropouts += 1
-            return out
-        if func in RMS_NORMS and self.fake and self.mode != "as-run" and (
-                out := fused_rms_norm(*args, **kwargs)) is not None:
-            self.rms_norms += 1
-            return out
-        if func in SOFTMAXES and self.fake and self.mode != "as-run" and (
-                out := fp32_softmax(func, *args, **kwargs)) is not None:
-            self.softmaxes += 1
+        if self.fake and self.mode != "as-run" and (
+                out := self._as_cuda(func, args, kwargs)) is not None:
             return out
         if func is F.scaled_dot_product_attention and self.mode != "as-run":
             out = (_fused(*args, **kwargs) if self.mode == "fused" and self.fake
@@ -116,6 +107,15 @@ class AttentionAs(TorchFunctionMode):
                 self.unfused += 1
         return func(*args, **kwargs)
 
+
+    def _as_cuda(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Dropout, RMS norm and an fp32 softmax of fp16 as CUDA's kernels, counted; None
+        for any other call, or one CUDA runs as the CPU does."""
+        for funcs, reroute, counter in _AS_CUDA:
+            if func in funcs and (out := reroute(func, *args, **kwargs)) is not None:
+                setattr(self, counter, getattr(self, counter) + 1)
+                return out
+        return None
 
     def _backward(self, tensor: torch.Tensor, gradient: torch.Tensor | None = None,
                   retain_graph: bool | None = None, create_graph: bool = False,
@@ -164,6 +164,14 @@ def _native_dropout(func: Any, input: torch.Tensor, p: float = 0.5, *args: Any,
             or input.numel() == 0):
         return None
     return torch.ops.aten.native_dropout(input, p, True)[0]
+
+
+#: (the functions, their reroute, the counter it adds to); a reroute takes the function
+#: and its arguments and returns CUDA's result, or None to leave the call as it is
+_AS_CUDA: tuple[tuple[Any, Any, str], ...] = (
+    (_DROPOUTS, _native_dropout, "dropouts"),
+    (RMS_NORMS, lambda func, *a, **kw: fused_rms_norm(*a, **kw), "rms_norms"),
+    (SOFTMAXES, fp32_softmax, "softmaxes"))
 
 
 def _on_cpu_math_path(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,

@@ -74,23 +74,28 @@ def fused_rms_norm(input: torch.Tensor, normalized_shape: Any,
     runs as it is, and PyTorch checks its arguments)."""
     if not isinstance(input, torch.Tensor) or not input.is_floating_point():
         return None
-    if _autocast.active() and torch.is_autocast_enabled("cpu"):
+    shape = [normalized_shape] if isinstance(normalized_shape, int) else list(normalized_shape)
+    if not _well_formed(input, shape, weight) or _channels_last(input):
+        return None  # PyTorch's own checks raise; channels-last takes rms_norm_symint's composite
+    if _autocast.active() and torch.is_autocast_enabled("cpu") and any(
+            t is not None and t.dtype in _LOW for t in (input, weight)):
         # CUDA autocast runs rms_norm in fp32 (roofline.tracing.autocast); the call is
         # intercepted before it reaches the autocast key, so it is cast here
-        low = input.dtype in _LOW or (weight is not None and weight.dtype in _LOW)
-        if low:
-            _autocast.record_call()
-            input = input.float()
-            weight = weight.float() if weight is not None else None
-    channels_last = (torch.channels_last, torch.channels_last_3d)
-    if input.dim() in (4, 5) and any(input.is_contiguous(memory_format=f)
-                                     for f in channels_last) and not input.is_contiguous():
-        return None  # rms_norm_symint's composite fallback for channels-last inputs
+        _autocast.record_call()
+        input, weight = input.float(), (weight.float() if weight is not None else None)
     if weight is not None and weight.dtype != input.dtype:
-        return None  # its fallback (with a warning) for a weight of another dtype
-    shape = [normalized_shape] if isinstance(normalized_shape, int) else list(normalized_shape)
-    if input.numel() == 0 or input.shape[input.dim() - len(shape):] != torch.Size(shape) or (
-            weight is not None and weight.shape != torch.Size(shape)):
-        return None  # PyTorch's own checks raise on the call as it is
+        return None  # rms_norm_symint's composite (with a warning) for a weight of another dtype
     out: torch.Tensor = _FusedRMSNorm.apply(input, shape, weight, eps)
     return out
+
+
+def _well_formed(input: torch.Tensor, shape: list[int], weight: torch.Tensor | None) -> bool:
+    size = torch.Size(shape)
+    return (input.numel() > 0 and input.shape[input.dim() - len(shape):] == size
+            and (weight is None or weight.shape == size))
+
+
+def _channels_last(input: torch.Tensor) -> bool:
+    formats = (torch.channels_last, torch.channels_last_3d)
+    return input.dim() in (4, 5) and not input.is_contiguous() and any(
+        input.is_contiguous(memory_format=f) for f in formats)
