@@ -40,7 +40,7 @@ from torch.overrides import TorchFunctionMode
 
 from roofline.tracing import autocast as _autocast
 from roofline.tracing.norms import RMS_NORMS, fused_rms_norm
-from roofline.tracing.softmax import SOFTMAXES, fp32_softmax, half_to_float
+from roofline.tracing.softmax import SOFTMAXES, fp32_softmax
 
 AttentionMode = Literal["fused", "eager", "as-run"]
 MODES: tuple[str, ...] = get_args(AttentionMode)
@@ -218,10 +218,11 @@ def _eager(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
     if attn_mask is not None:
         scores = (torch.where(attn_mask, scores, float("-inf")) if attn_mask.dtype == torch.bool
                   else scores + attn_mask)
-    amp = torch.is_autocast_enabled(query.device.type)
-    probs = (half_to_float(scores, -1, log=False) if amp and fused_dropout
-             and scores.dtype == torch.float16  # a fake trace: one kernel, as on CUDA
-             else F.softmax(scores, dim=-1, dtype=torch.float32 if amp else None))
+    dtype = torch.float32 if torch.is_autocast_enabled(query.device.type) else None
+    # a fake trace: an fp16 one in one kernel, as on CUDA
+    probs = fp32_softmax(F.softmax, scores, -1, dtype=dtype) if fused_dropout else None
+    if probs is None:
+        probs = F.softmax(scores, dim=-1, dtype=dtype)
     if dropout_p > 0.0:  # this runs inside the mode's handler, where the mode is off
         fused = _native_dropout(F.dropout, probs, dropout_p) if fused_dropout else None
         probs = F.dropout(probs, dropout_p) if fused is None else fused

@@ -85,6 +85,19 @@ def _eligible(t: Any) -> bool:
     return isinstance(t, torch.Tensor) and t.is_floating_point() and t.dtype != torch.float64
 
 
+def low_precision(t: Any) -> bool:
+    """A tensor CUDA autocast's fp32 policy casts (floating point, not fp32 or fp64)."""
+    return _eligible(t) and t.dtype != torch.float32
+
+
+def _float_dtypes(args: Any) -> set[torch.dtype]:
+    return {t.dtype for t in tree_leaves(args) if _eligible(t)}
+
+
+def _to_fp32(args: Any) -> Any:
+    return tree_map(lambda t: t.float() if _eligible(t) else t, args)
+
+
 def _op(name: str) -> Any:
     base, _, overload = name.partition(".")
     packet = getattr(torch.ops.aten, base, None)
@@ -125,12 +138,10 @@ def _in_backward() -> bool:
 
 def _fp32(op: Any) -> Callable[..., Any]:
     def kernel(*args: Any, **kwargs: Any) -> Any:
-        low = not _in_backward() and [t for t in tree_leaves((args, kwargs)) if _eligible(t)
-                                      and t.dtype != torch.float32]
+        low = not _in_backward() and any(map(low_precision, tree_leaves((args, kwargs))))
         if low:
-            args, kwargs = tree_map(lambda t: t.float() if _eligible(t) else t,
-                                    (args, kwargs))
-        return _below_autocast(op, args, kwargs, bool(low))
+            args, kwargs = _to_fp32((args, kwargs))
+        return _below_autocast(op, args, kwargs, low)
     return kernel
 
 
@@ -143,12 +154,10 @@ def _fp32_set_opt_dtype(op: Any) -> Callable[..., Any]:
     def kernel(*args: Any, **kwargs: Any) -> Any:
         given = kwargs.get("dtype") if keyword else (
             args[index] if len(args) > index else None)
-        low = (bool(args) and _eligible(args[0]) and args[0].dtype != torch.float32
-               and not _in_backward())
+        low = bool(args) and low_precision(args[0]) and not _in_backward()
         if fused and low and given is None and args[0].dtype == torch.float16:
-            record_call()
-            with torch._C._ExcludeDispatchKeyGuard(_AUTOCAST):
-                return half_to_float(args[0], args[1], name == "log_softmax")
+            return _below_autocast(half_to_float, (args[0], args[1], name == "log_softmax"),
+                                   {}, True)
         if low and given is None:
             if keyword:
                 kwargs = {**kwargs, "dtype": torch.float32}
@@ -160,18 +169,16 @@ def _fp32_set_opt_dtype(op: Any) -> Callable[..., Any]:
 
 def _promote(op: Any) -> Callable[..., Any]:
     def kernel(*args: Any, **kwargs: Any) -> Any:
-        dtypes = {t.dtype for t in tree_leaves((args, kwargs)) if _eligible(t)}
-        mixed = len(dtypes) > 1 and not _in_backward()
+        mixed = len(_float_dtypes((args, kwargs))) > 1 and not _in_backward()
         if mixed:  # fp32 wins over the low precision, as autocast's promote_type has it
-            args, kwargs = tree_map(lambda t: t.float() if _eligible(t) else t,
-                                    (args, kwargs))
+            args, kwargs = _to_fp32((args, kwargs))
         return _below_autocast(op, args, kwargs, mixed)
     return kernel
 
 
 def _composite(op: Any) -> Callable[..., Any]:
     def kernel(*args: Any, **kwargs: Any) -> Any:
-        if args and _eligible(args[0]) and args[0].dtype != torch.float32:
+        if args and low_precision(args[0]):
             record_call()
         # the op's own decomposition, each op of it under autocast, as CUDA's fallthrough
         # runs it (excluding autocast would take the inner ops' policies away too)
@@ -181,8 +188,7 @@ def _composite(op: Any) -> Callable[..., Any]:
 
 def _as_is(op: Any) -> Callable[..., Any]:
     def kernel(*args: Any, **kwargs: Any) -> Any:
-        mixed = len({t.dtype for t in tree_leaves((args, kwargs)) if _eligible(t)}) > 1
-        return _below_autocast(op, args, kwargs, mixed)
+        return _below_autocast(op, args, kwargs, len(_float_dtypes((args, kwargs))) > 1)
     return kernel
 
 

@@ -26,7 +26,6 @@ import torch.nn.functional as F
 from roofline.tracing import autocast as _autocast
 
 _aten = torch.ops.aten
-_LOW = (torch.float16, torch.bfloat16)
 RMS_NORMS = (F.rms_norm, torch.rms_norm)
 _ROUTING = threading.local()
 
@@ -78,7 +77,7 @@ def fused_rms_norm(input: torch.Tensor, normalized_shape: Any,
     if not _well_formed(input, shape, weight) or _channels_last(input):
         return None  # PyTorch's own checks raise; channels-last takes rms_norm_symint's composite
     if _autocast.active() and torch.is_autocast_enabled("cpu") and any(
-            t is not None and t.dtype in _LOW for t in (input, weight)):
+            map(_autocast.low_precision, (input, weight))):
         # CUDA autocast runs rms_norm in fp32 (roofline.tracing.autocast); the call is
         # intercepted before it reaches the autocast key, so it is cast here
         _autocast.record_call()
