@@ -313,11 +313,14 @@ def _held_out_layer_norm(spec: roofline.DeviceSpec) -> roofline.DeviceSpec | Non
 
 
 def _rowwise_sample(header: list[str], data: np.ndarray, op: str, column: str = "rows",
-                    least: float = 0.0) -> tuple[list[Trace], np.ndarray]:
+                    least: float = 0.0, below: float = np.inf,
+                    ) -> tuple[list[Trace], np.ndarray]:
     """The traces and measured seconds of up to :data:`ROWWISE_SHAPES` of a row-wise
-    table's ``op`` rows whose ``column`` is at least ``least``, spread evenly."""
+    table's ``op`` rows whose ``column`` is at least ``least`` and below ``below``, spread
+    evenly."""
     sel = data[data[:, header.index("op")] == op]
-    sel = sel[sel[:, header.index(column)].astype(float) >= least]
+    values = sel[:, header.index(column)].astype(float)
+    sel = sel[(values >= least) & (values < below)]
     sel = sel[np.linspace(0, len(sel) - 1, min(len(sel), ROWWISE_SHAPES)).astype(int)]
     traces = [_rowwise_trace(op, int(r), int(c)) for r, c in zip(
         sel[:, header.index("rows")], sel[:, header.index("cols")], strict=True)]
@@ -378,6 +381,31 @@ def layer_norm_rows() -> list[list[str]]:
             cells += [f"{err[0]:.1%}", f"{err[2]:+.2f}"]
         fig = figures(spec)
         cells.append(f"{fig.bandwidth('layer_norm').value / fig.bandwidth('copy').value:.0%}")
+        out.append(cells)
+    return out
+
+
+def few_rows_rows() -> list[list[str]]:
+    """vidur's layer norms of fewer than :data:`FULL_CHIP_ROWS` rows, with the launch
+    overhead (vidur's durations hold the kernel's own start and drain, which the overhead
+    stands for): without and with the dependent-loads roof, whose DRAM latency is a
+    pointer chase measured apart from these tables (or the memory family's median)."""
+    out = []
+    for name, device in (("a100", "A100 SXM 80GB"), ("h100", "H100 SXM"), ("a40", "A40")):
+        header, data = _rows(f"rowwise_vidur_{name}_fp16.csv.gz")
+        traces, measured = _rowwise_sample(header, data, "layer_norm", "rows",
+                                           below=FULL_CHIP_ROWS)
+        latency = figures(roofline.get_device(device)).dram_latency()
+        assert latency is not None
+        cells = [device, str(len(traces)), f"{measured.min() * 1e6:.0f}-"
+                 f"{measured.max() * 1e6:.0f} us"]
+        for options in ({"bytes_in_flight": False}, {}):
+            pred = np.array([roofline.analyze(t, device, **options).device_seconds
+                             for t in traces])
+            err = _errors(pred, measured)
+            cells += [f"{pred.min() * 1e6:.1f}-{pred.max() * 1e6:.1f} us", f"{err[0]:.1%}",
+                      f"{err[2]:+.2f}"]
+        cells.append(f"{latency.value * 1e9:.0f} ns ({latency.origin})")
         out.append(cells)
     return out
 
@@ -450,6 +478,11 @@ def main() -> int:
           "only; before: at the copy stream, as before the layer_norm figure)\n")
     print(table(["device", "shapes", "before", "bias", "in-sample", "bias", "held out", "bias",
                  "layer norm / copy"], layer_norm_rows()))
+    print(f"\nLayer norm of few rows (vidur, < {FULL_CHIP_ROWS} rows, 2,560 wide, with the "
+          "launch overhead; before: no dependent-loads roof, bytes_in_flight=False; now: "
+          "ten rounds of DRAM latency per row, the first in the overhead)\n")
+    print(table(["device", "shapes", "measured", "before", "error", "bias", "now", "error",
+                 "bias", "DRAM latency"], few_rows_rows()))
     return 0
 
 

@@ -110,9 +110,10 @@ def test_a_gpt_block_moves_fewer_bytes_compiled_and_the_comparison_says_why():
         eager = roofline.trace(zm.model, *zm.train_inputs, fake=True, **kw)
         compiled = roofline.trace(zm.model, *zm.train_inputs, compile=True, **kw)
     # dropout + residual add + layer norm, GELU and its gradient, the loss's log-softmax
-    # and its gradient: each a chain of eager kernels that inductor fuses (15% of the eager
-    # step's bytes, now that both run the loss as CUDA autocast does)
-    assert compiled.total_bytes < 0.9 * eager.total_bytes
+    # and its gradient: each a chain of eager kernels that inductor fuses (8% of the eager
+    # step's bytes, 2.24 against 2.43 GB, now that both run the loss as CUDA autocast does
+    # and eager's nll_loss reads one log-probability per target, not every logit)
+    assert compiled.total_bytes < 0.95 * eager.total_bytes
     assert any(len(op.fused) >= 3 for op in compiled.ops)
     c = roofline.compare(eager, compiled, "a100")
     assert c.speedup > 1 and c.band is None

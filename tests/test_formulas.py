@@ -384,6 +384,25 @@ def test_gathers_read_the_index_and_the_rows_they_gather(gather: Callable[..., A
     assert op.bytes_read == index_bytes + 3 * row_bytes
 
 
+@pytest.mark.parametrize("weighted", [False, True])
+def test_nll_loss_reads_one_log_probability_per_target(weighted: bool) -> None:
+    """Loss.cu gathers x[i, t_i] (and w[t_i]); its backward zero-fills the gradient, a
+    kernel of its own, then writes one element per target: the classes are not read."""
+    rows, classes = 6, 1000
+    x = torch.randn(rows, classes, requires_grad=True)
+    target, w = torch.randint(0, classes, (rows,)), torch.rand(classes)
+    t = roofline.trace(lambda x, t: F.nll_loss(x, t, weight=w if weighted else None)
+                       .backward(), x, target, fake=True)
+    fwd, bwd = op_of(t, "aten.nll_loss_forward"), op_of(t, "aten.nll_loss_backward")
+    weights = rows * 4 if weighted else 0
+    assert fwd.bytes_read == rows * LONG + rows * 4 + weights
+    assert fwd.bytes_written == 2 * 4  # the loss and the total weight, fp32 scalars
+    assert bwd.bytes_read == rows * LONG + 4 + 4 + weights  # target, grad, total weight
+    assert bwd.bytes_written == rows * classes * 4 + rows * 4  # the fill, the targets
+    assert (fwd.kernels, bwd.kernels) == (1, 2)
+    assert fwd.flops == bwd.flops == 2 * rows
+
+
 # --- partial fills, copies of views, bags (review of issue 13, item 8) --------------------
 
 def test_index_fill_writes_only_the_filled_slices() -> None:

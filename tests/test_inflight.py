@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 import roofline
-from roofline.analysis.inflight import in_flight_bytes, num_splits
+from roofline.analysis.inflight import dependent_loads, in_flight_bytes, num_splits
 from roofline.hardware.achievable import figures
 from roofline.tracing.records import OpRecord, Trace
 
@@ -107,3 +107,55 @@ def test_an_empty_batch_costs_nothing_and_no_nan() -> None:
     assert in_flight_bytes(op, 132) == 0
     a = roofline.analyze(Trace([op]), "h100")
     assert np.isfinite(a.bytes_per_s).all() and a.memory_seconds[0] == 0
+
+
+def _layer_norm(rows: int, width: int, dtype: torch.dtype = torch.float16) -> roofline.Trace:
+    """A layer norm's forward and backward over ``rows`` rows of ``width``."""
+    norm = torch.nn.LayerNorm(width, device="meta", dtype=dtype)
+    x = torch.empty(rows, width, dtype=dtype, device="meta", requires_grad=True)
+    return roofline.trace(lambda x: norm(x).sum().backward(), x, fake=True)
+
+
+def _norm_ops(trace: roofline.Trace) -> list[int]:
+    return [i for i, op in enumerate(trace.ops) if "native_layer_norm" in op.name]
+
+
+def test_layer_norm_waits_two_rounds_per_block_width_of_its_row() -> None:
+    # one block of 128 threads per row (CUDA), 4 elements per load, two loops over the row
+    t = _layer_norm(3, 2560)
+    fwd, bwd = (t.ops[i] for i in _norm_ops(t))
+    assert dependent_loads(fwd, "NVIDIA") == 2 * 5  # 2,560 / 512 = 5 loads per loop
+    assert dependent_loads(bwd, "NVIDIA") == 2 * 5
+    assert dependent_loads(fwd, "AMD") == 2 * 1  # 1,024 threads on ROCm: one load per loop
+    assert dependent_loads(fwd, "Intel") is None  # no build modelled
+    wide = _layer_norm(2, 4100)  # 4,100 / 512: 9 loads per loop, the last one partial
+    assert dependent_loads(wide.ops[_norm_ops(wide)[0]], "NVIDIA") == 18
+    odd = _layer_norm(2, 2562)  # not a multiple of 4: PyTorch's scalar kernels, no model
+    assert dependent_loads(odd.ops[_norm_ops(odd)[0]], "NVIDIA") is None
+    double = _layer_norm(2, 2560, torch.float64)  # the vectorized kernel takes no fp64
+    assert dependent_loads(double.ops[_norm_ops(double)[0]], "NVIDIA") is None
+
+
+def test_a_layer_norm_of_few_rows_waits_on_latency_not_bandwidth() -> None:
+    t = _layer_norm(1, 2560)
+    i = _norm_ops(t)[0]
+    a = roofline.analyze(t, "a100-sxm-80gb")
+    latency = figures(roofline.get_device("a100-sxm-80gb")).dram_latency()
+    assert latency is not None and latency.origin == "measured"
+    # ten rounds, the first held by the launch overhead
+    assert a.latency_seconds[i] == pytest.approx(9 * latency.value)
+    assert a.bound[i] == "latency" and a.latency_seconds[i] > 100 * a.memory_seconds[i]
+    assert any("one after another" in s for s in a.assumptions)
+    off = roofline.analyze(t, "a100-sxm-80gb", bytes_in_flight=False)
+    assert off.latency_seconds[i] == 0 and off.bound[i] != "latency"
+    assert not any("one after another" in s for s in off.assumptions)
+    w = roofline.what_if(t, "a100-sxm-80gb", bandwidth=2)
+    assert w.dst.op_seconds[i] == pytest.approx(w.src.op_seconds[i])
+    # many rows fill the chip: the stream binds, the note is not given
+    big = _layer_norm(16384, 2560)
+    b = roofline.analyze(big, "a100-sxm-80gb")
+    j = _norm_ops(big)[0]
+    assert b.bound[j] == "memory" and b.latency_seconds[j] == pytest.approx(9 * latency.value)
+    assert not any("one after another" in s for s in b.assumptions)
+    # the datasheet roofline has no latency figure
+    assert roofline.analyze(t, "a100-sxm-80gb", peaks="datasheet").latency_seconds[i] == 0

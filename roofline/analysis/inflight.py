@@ -34,17 +34,45 @@ fp32 attention (other tiles) is not modelled. The analysis turns the bytes in fl
 the op's ``latency`` roof, ``bytes x λ / F`` (:mod:`roofline.analysis.timing`). cuBLAS's
 GEMV and split-K grids are not public, so matmuls have no function here: the
 GEMM model's measured floor and bandwidth stand for them.
+
+A kernel with few rows is bound by another count: the loads each thread block waits on one
+after another (:func:`dependent_loads`, registered with :func:`register_rounds`). A block
+that issues a load and uses it before the next takes at least that many DRAM latencies,
+however few its bytes and whatever the bandwidth; the launch overhead holds the first. The
+row-wise kernels follow ``layer_norm_kernel.cu`` (pytorch/pytorch@0005c538e468):
+
+* ``native_layer_norm`` (``vectorized_layer_norm_kernel``: rows a multiple of 4 elements)
+  runs one block of ``num_threads()`` threads per row: four warps on CUDA
+  (``thread_constants.h``, pytorch/pytorch@05da067bfdd4; 1,024 threads on ROCm 5.3 and
+  later). Each thread loads ``vec_size`` = 4 elements at a time and folds them into its
+  Welford sums before the next load (``compute_stats``), the block reduces, then a second
+  loop reads the row again with the weight and bias and writes it: two rounds per
+  ``threads x 4`` elements of the row.
+* ``native_layer_norm_backward``'s input gradient (``layer_norm_grad_input_kernel_vectorized``,
+  the same block per row) makes the same two loops over the input, the output gradient
+  and the weight. Its weight and bias gradients are another kernel, not counted here.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import TypeVar
 
 from roofline.tracing.records import OpRecord
 
 InFlight = Callable[[OpRecord, int], "float | None"]
 _KERNELS: dict[str, InFlight] = {}
+Rounds = Callable[[OpRecord, int], "int | None"]
+_ROUNDS: dict[str, Rounds] = {}
+F = TypeVar("F", InFlight, Rounds)
+
+#: Threads per block of PyTorch's row-wise kernels (``num_threads()``) per vendor's build.
+ROW_THREADS = {"NVIDIA": 128, "AMD": 1024}
+#: Elements a layer-norm thread loads at once (``vec_size``, every dtype).
+LAYER_NORM_VECTOR = 4
+_LAYER_NORM = ("aten.native_layer_norm.default", "aten.native_layer_norm_backward.default")
+_VECTORIZED = ("float32", "float16", "bfloat16")
 
 #: Thread blocks resident per SM in the modelled kernels (flash_api.cpp: "we're using
 #: 128 threads per block", and the SM count is doubled for it).
@@ -57,9 +85,18 @@ _SDPA = ("aten._scaled_dot_product_flash_attention_for_cpu.default",
 
 def register(*names: str) -> Callable[[InFlight], InFlight]:
     """Register the bytes-in-flight function of the ops ``names``."""
-    def wrap(fn: InFlight) -> InFlight:
+    return _into(_KERNELS, names)
+
+
+def register_rounds(*names: str) -> Callable[[Rounds], Rounds]:
+    """Register the dependent-loads function of the ops ``names``."""
+    return _into(_ROUNDS, names)
+
+
+def _into(table: dict[str, F], names: tuple[str, ...]) -> Callable[[F], F]:
+    def wrap(fn: F) -> F:
         for name in names:
-            _KERNELS[name] = fn
+            table[name] = fn
         return fn
     return wrap
 
@@ -69,6 +106,13 @@ def in_flight_bytes(op: OpRecord, compute_units: int | None) -> float | None:
     None when the kernel is not modelled."""
     fn = _KERNELS.get(op.name)
     return fn(op, compute_units) if fn is not None and compute_units else None
+
+
+def dependent_loads(op: OpRecord, vendor: str) -> int | None:
+    """Loads a thread block of ``op``'s GPU kernel waits on one after another, on a GPU of
+    ``vendor``; None when the kernel or the vendor's build of it is not modelled."""
+    fn, threads = _ROUNDS.get(op.name), ROW_THREADS.get(vendor)
+    return fn(op, threads) if fn is not None and threads else None
 
 
 def num_splits(rows: int, slots: int, n_blocks: int, max_splits: int = 128) -> int:
@@ -106,3 +150,18 @@ def _attention(op: OpRecord, sms: int) -> float | None:
         queries, keys = (64, 64) if d <= 64 else (64, 128) if d <= 128 else (32, 128)
         blocks = math.ceil(lq / queries) * h * b
     return float(min(blocks, slots) * keys * d * size)  # one K or V tile per block
+
+
+@register_rounds(*_LAYER_NORM)
+def _layer_norm(op: OpRecord, threads: int) -> int | None:
+    # rows: the per-row mean (forward: output 1; backward: input 2); the rest is one row
+    stats = op.output_shapes[1:2] if op.name == _LAYER_NORM[0] else op.input_shapes[2:3]
+    if not stats or not op.input_shapes or not op.input_shapes[0]:
+        return None
+    rows, elements = math.prod(stats[0]), math.prod(op.input_shapes[0])
+    if rows == 0 or elements == 0:
+        return 0
+    n = elements // rows
+    if n % LAYER_NORM_VECTOR or op.dtype not in _VECTORIZED:  # the scalar kernels
+        return None
+    return 2 * math.ceil(n / (threads * LAYER_NORM_VECTOR))

@@ -69,7 +69,9 @@ class Options:
         On a GPU with a DRAM latency figure, give an attention kernel that launches too
         few thread blocks a ``latency`` roof: its bytes at the bytes its blocks keep in
         flight per latency (Little's law; ``roofline.analysis.inflight``), which more
-        bandwidth does not lower; ``False``: none.
+        bandwidth does not lower; likewise a layer norm whose row's block waits on its
+        loads one after another (few rows: the rounds of DRAM latency beyond the first);
+        ``False``: none.
     host_samples_per_s : float, optional
         A ceiling off the device, in samples per second (an input pipeline that delivers
         at most this many): the step takes at least ``batch / host_samples_per_s``

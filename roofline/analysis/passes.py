@@ -32,7 +32,8 @@ sends it to the ``layer_norm`` bandwidth figure
 (:meth:`roofline.hardware.achievable.Figures.bandwidth`). Its backward (the same block per
 row for the input gradient) and RMS norm's fused kernels (``_fused_rms_norm`` and its
 backward, :mod:`roofline.tracing.norms`) are not measured and keep the pattern of their
-bytes.
+bytes. Rows too few to hide the latency of layer norm's loads are
+:mod:`roofline.analysis.inflight`'s (dependent loads).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ pattern streams at) and per-kernel overhead ``a``::
 
     compute_seconds  = flops / (P * fill)
     memory_seconds   = bytes / B
-    latency_seconds  = bytes / (F / λ)      (kernels with few thread blocks only)
+    latency_seconds  = max(bytes / (F / λ), (R - 1) λ)   (modelled kernels only)
     overhead_seconds = kernels * a
     seconds          = overhead_seconds + max(compute_seconds, memory_seconds, latency_seconds)
 
@@ -21,7 +21,9 @@ arrive after it), so a kernel moving ``V`` bytes reaches ``V / (a + V / B)``: Li
 law, less than ``B`` until it keeps ``a B`` bytes (hundreds of KB on HBM parts) in
 flight. An attention kernel whose grid keeps only ``F`` bytes in flight (few thread
 blocks: a decode at a small batch) streams at most ``F / λ`` whatever the bandwidth: its
-``latency`` roof (:mod:`roofline.analysis.inflight`), which more bandwidth does not lower.
+``latency`` roof (:mod:`roofline.analysis.inflight`), which more bandwidth does not lower;
+so is a row-wise kernel whose blocks wait on ``R`` loads one after another (a layer norm
+of few rows), beyond the first latency, which ``a`` holds.
 ``overhead_model="max"`` gives the classic form, ``seconds = max of the roofs``, with the
 spec's launch constant.
 
@@ -580,9 +582,10 @@ def _with_passes(trace: Trace, nbytes: np.ndarray, kernels: np.ndarray, rates: R
 
 def _in_flight_seconds(trace: Trace, spec: DeviceSpec, rates: Rates, moved: np.ndarray,
                        memory: np.ndarray) -> np.ndarray:
-    """Each modelled kernel's bytes over its bytes in flight per DRAM latency
-    (:mod:`roofline.analysis.inflight`); 0 elsewhere. A note says how many it holds."""
-    seconds = np.zeros(len(trace.ops))
+    """Each modelled kernel's latency roof (:mod:`roofline.analysis.inflight`): its bytes
+    over its bytes in flight per DRAM latency, or the latencies beyond the first that its
+    blocks wait on one after another; 0 elsewhere. A note says how many each binds."""
+    seconds, waits = np.zeros(len(trace.ops)), np.zeros(len(trace.ops))
     latency = rates.figures.dram_latency() if rates.figures is not None else None
     units = spec.compute_units or 0
     if latency is None or not units:
@@ -591,15 +594,24 @@ def _in_flight_seconds(trace: Trace, spec: DeviceSpec, rates: Rates, moved: np.n
         held = inflight.in_flight_bytes(op, units)
         if held:  # an empty grid moves nothing
             seconds[i] = moved[i] * latency.value / held
-    bound = int((seconds > memory).sum())
-    if bound:
+        rounds = inflight.dependent_loads(op, spec.vendor)
+        if rounds:  # the launch overhead holds the first latency
+            waits[i] = (rounds - 1) * latency.value
+    bound, rows = int((seconds > memory).sum()), int((waits > np.maximum(memory, seconds)).sum())
+    if bound or rows:
         rates.used.setdefault("DRAM latency", latency)
+    ns = f"{latency.value * 1e9:.0f} ns"
+    if bound:
         rates.note(f"{bound} attention kernel(s) launch too few thread blocks to keep the "
                    f"memory busy: their bytes stream at most at the bytes in flight over the "
-                   f"DRAM latency ({latency.value * 1e9:.0f} ns; Little's law, "
-                   f"roofline.analysis.inflight), a latency roof more bandwidth does not "
-                   f"lower (bytes_in_flight=False: none)")
-    return seconds
+                   f"DRAM latency ({ns}; Little's law, roofline.analysis.inflight), a "
+                   f"latency roof more bandwidth does not lower (bytes_in_flight=False: none)")
+    if rows:
+        rates.note(f"{rows} layer-norm kernel(s) of few rows wait on their loads one after "
+                   f"another: each row's block takes at least its rounds of DRAM latency "
+                   f"({ns} each; roofline.analysis.inflight), a latency roof more bandwidth "
+                   f"does not lower (bytes_in_flight=False: none)")
+    return np.maximum(seconds, waits)
 
 
 def _drop_layout(trace: Trace, spec: DeviceSpec, opts: Options, roofs: np.ndarray,

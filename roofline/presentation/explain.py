@@ -134,7 +134,7 @@ def _clause(r: Reasons, bound: str, share: float) -> str:
     if bound == "latency":
         words = ", ".join(CATEGORY_WORDS.get(k, k) for k in r.categories.get("latency", []))
         return (f"{share:.0%} waits on DRAM latency ({words} with too few thread blocks to "
-                "keep the memory busy)")
+                "keep the memory busy, or too few rows to hide their loads)")
     if bound == "overhead":
         return f"{share:.0%} is launch overhead"
     if bound == "host":

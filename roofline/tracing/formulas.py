@@ -70,6 +70,8 @@ from roofline.tracing.ops import (
     index_fill_bytes,
     index_put_bytes,
     indexed_numel,
+    nll_loss_backward_bytes,
+    nll_loss_gather,
     no_bytes,
     put_bytes,
     register_formula,
@@ -663,12 +665,17 @@ def embedding_backward_flop(grad_output: Any, **_: Any) -> int:
     return numel(grad_output)
 
 
-@register_formula(aten.nll_loss_forward, aten.nll_loss2d_forward, aten.nll_loss_backward,
-                  aten.nll_loss2d_backward, category="loss")
+@register_formula(aten.nll_loss_forward, aten.nll_loss2d_forward, category="loss",
+                  bytes_rule=nll_loss_gather)
 def nll_loss_flop(target: Any, **_: Any) -> int:
     # forward: gather one log-probability per target and sum them (weights: one more
     # multiply); backward: -grad * weight / total at one position per target
     return 2 * numel(target)
+
+
+# the backward zero-fills grad_input (a kernel of its own) before it writes the targets
+register_formula(aten.nll_loss_backward, aten.nll_loss2d_backward, category="loss",
+                 bytes_rule=nll_loss_backward_bytes, kernels=2)(nll_loss_flop)
 
 
 @register_formula(aten.mse_loss, aten.l1_loss, aten.smooth_l1_loss, aten.huber_loss,

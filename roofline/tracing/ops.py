@@ -244,7 +244,7 @@ def _backward(packet: Any, backward: bool | None) -> bool:
 
 def register_formula(*ops: Any, category: Category | str, bytes_rule: BytesRule | None = None,
                      backward: bool | None = None, complex_flops: ComplexFlops | None = None,
-                     get_raw: bool = False) -> Callable[[Formula], Formula]:
+                     get_raw: bool = False, kernels: int = 1) -> Callable[[Formula], Formula]:
     """Register a FLOP formula for one or more ops (packets or overloads).
 
     The formula is called with the op's arguments by schema name (tensors replaced by
@@ -262,6 +262,7 @@ def register_formula(*ops: Any, category: Category | str, bytes_rule: BytesRule 
         add is 2, a multiply 6), or a :class:`ComplexOperands` for an op whose operands
         may mix complex and real; None: complex calls are recorded uncounted.
     get_raw : pass tensors rather than shapes.
+    kernels : GPU kernels one call launches.
 
     Examples
     --------
@@ -279,7 +280,7 @@ def register_formula(*ops: Any, category: Category | str, bytes_rule: BytesRule 
     def deco(f: Formula) -> Formula:
         wrapped = _raw(f) if get_raw else _shape_only(f)
         for packet in _packets(ops):
-            _REGISTRY[packet] = OpInfo(cat, wrapped, bytes_rule,
+            _REGISTRY[packet] = OpInfo(cat, wrapped, bytes_rule, kernels,
                                        backward=_backward(packet, backward),
                                        complex_flops=complex_flops)
         return f
@@ -359,6 +360,41 @@ def gather(bound: dict[str, Any], reads: list[torch.Tensor],
     index = bound["index"] if "index" in bound else bound.get("indices")
     written = sum(nbytes(t) for t in writes)
     return sum(nbytes(t) for t in _tensors_in(index)) + written, written
+
+
+def nll_loss_gather(bound: dict[str, Any], reads: list[torch.Tensor],
+                    writes: list[torch.Tensor]) -> tuple[int, int]:
+    """The negative log-likelihood reads one log-probability per target, not every class.
+
+    ``loss = -sum(w[t_i] x[i, t_i])``: the kernels (``aten/src/ATen/native/cuda/Loss.cu``,
+    pytorch/pytorch@00e3254d33da) read the target, and per target one element of ``self``
+    and, with class weights, one weight; they write the loss and the total weight.
+    """
+    target = bound["target"]
+    read = nbytes(target) + target.numel() * bound["self"].element_size() + _weights(bound)
+    return read, sum(nbytes(t) for t in writes)
+
+
+def nll_loss_backward_bytes(bound: dict[str, Any], reads: list[torch.Tensor],
+                            writes: list[torch.Tensor]) -> tuple[int, int]:
+    """The gradient is zero but at each target: a fill, then one write per target.
+
+    ``nll_loss_backward_out_cuda`` (Loss.cu, as above) zero-fills ``grad_input`` and its
+    kernel writes ``-w[t_i] g`` at each target, reading the target, the output gradient,
+    the total weight and the class weights it gathers; ``self`` gives only the shape.
+    """
+    grad_input = sum(nbytes(t) for t in writes)
+    scattered = bound["target"].numel() * bound["self"].element_size()
+    read = sum(nbytes(bound[k]) for k in ("target", "grad_output", "total_weight"))
+    read += _weights(bound)
+    return read, grad_input + scattered
+
+
+def _weights(bound: dict[str, Any]) -> int:
+    """Bytes of the class weights a loss gathers, one per target (0 without weights)."""
+    weight = bound.get("weight")
+    return bound["target"].numel() * weight.element_size() \
+        if isinstance(weight, torch.Tensor) else 0
 
 
 def _partial_write(bound: dict[str, Any], writes: list[torch.Tensor], touched: int,
