@@ -78,40 +78,27 @@ _AIC_FP4_METHOD = (
 _DB = "baidu-research/DeepBench@da81ba782073:results/{{train,inference}}/DeepBench_NV_{file}.xlsx"
 _DB_METHOD = ("DeepBench gemm_bench (cublasSgemm/cublasGemmEx), mean of 400 back-to-back calls "
               "on the same operands after one warm-up; median over the transposes of a shape")
+#: AIConfigurator's TensorRT-LLM 1.3.0rc20 tables: (registry device, file name, folder, the
+#: device as the collector's torch.cuda.get_device_name() recorded it)
+_TRTLLM = (("H100 SXM", "h100_sxm", "h100_sxm", "NVIDIA H100 80GB HBM3"),
+           ("H200 SXM", "h200_sxm", "h200_sxm", "NVIDIA H200"),
+           ("L40S", "l40s", "l40s", "NVIDIA L40S"),
+           ("B200", "b200", "b200_sxm", "NVIDIA B200"),
+           ("GB200 (per GPU)", "gb200_per_gpu", "gb200", "NVIDIA GB200"),
+           ("B300", "b300", "b300_sxm", "NVIDIA B300 SXM6 AC"),
+           ("GB300 (per GPU)", "gb300_per_gpu", "gb300", "NVIDIA GB300"))
+_NVFP4 = ("B200", "GB200 (per GPU)", "B300", "GB300 (per GPU)")
+_DTYPES = (("bf16", _AIC_METHOD, ""), ("fp8", _AIC_FP8_METHOD, "; fp8 e4m3 in, bf16 out"),
+           ("fp4", _AIC_FP4_METHOD, "; nvfp4 in, bf16 out"))
 TABLES = [
     Table("A100 SXM 80GB", "bf16", "gemm_aic_a100_sxm_80gb_bf16.csv.gz",
           _AIC.format(dir="a100_sxm", fw="sglang/0.5.10"), _AIC_METHOD,
           "device 'NVIDIA A100-SXM4-80GB'; sglang 0.5.10"),
-    Table("H100 SXM", "bf16", "gemm_aic_h100_sxm_bf16.csv.gz",
-          _AIC.format(dir="h100_sxm", fw="trtllm/1.3.0rc20"), _AIC_METHOD,
-          "device 'NVIDIA H100 80GB HBM3'; TensorRT-LLM 1.3.0rc20"),
-    Table("H200 SXM", "bf16", "gemm_aic_h200_sxm_bf16.csv.gz",
-          _AIC.format(dir="h200_sxm", fw="trtllm/1.3.0rc20"), _AIC_METHOD,
-          "device 'NVIDIA H200'; TensorRT-LLM 1.3.0rc20"),
-    Table("L40S", "bf16", "gemm_aic_l40s_bf16.csv.gz",
-          _AIC.format(dir="l40s", fw="trtllm/1.3.0rc20"), _AIC_METHOD,
-          "device 'NVIDIA L40S'; TensorRT-LLM 1.3.0rc20"),
-    Table("B200", "bf16", "gemm_aic_b200_bf16.csv.gz",
-          _AIC.format(dir="b200_sxm", fw="trtllm/1.3.0rc20"), _AIC_METHOD,
-          "device 'NVIDIA B200'; TensorRT-LLM 1.3.0rc20"),
-    Table("GB200 (per GPU)", "bf16", "gemm_aic_gb200_per_gpu_bf16.csv.gz",
-          _AIC.format(dir="gb200", fw="trtllm/1.3.0rc20"), _AIC_METHOD,
-          "device 'NVIDIA GB200'; TensorRT-LLM 1.3.0rc20"),
-    *(Table(device, "fp8", f"gemm_aic_{name}_fp8.csv.gz",
-            _AIC.format(dir=folder, fw="trtllm/1.3.0rc20"), _AIC_FP8_METHOD,
-            f"device {aic!r}; TensorRT-LLM 1.3.0rc20; fp8 e4m3 in, bf16 out")
-      for device, name, folder, aic in (
-          ("H100 SXM", "h100_sxm", "h100_sxm", "NVIDIA H100 80GB HBM3"),
-          ("H200 SXM", "h200_sxm", "h200_sxm", "NVIDIA H200"),
-          ("L40S", "l40s", "l40s", "NVIDIA L40S"),
-          ("B200", "b200", "b200_sxm", "NVIDIA B200"),
-          ("GB200 (per GPU)", "gb200_per_gpu", "gb200", "NVIDIA GB200"))),
-    *(Table(device, "fp4", f"gemm_aic_{name}_fp4.csv.gz",
-            _AIC.format(dir=folder, fw="trtllm/1.3.0rc20"), _AIC_FP4_METHOD,
-            f"device {aic!r}; TensorRT-LLM 1.3.0rc20; nvfp4 in, bf16 out")
-      for device, name, folder, aic in (
-          ("B200", "b200", "b200_sxm", "NVIDIA B200"),
-          ("GB200 (per GPU)", "gb200_per_gpu", "gb200", "NVIDIA GB200"))),
+    *(Table(device, dtype, f"gemm_aic_{name}_{dtype}.csv.gz",
+            _AIC.format(dir=folder, fw="trtllm/1.3.0rc20"), method,
+            f"device {aic!r}; TensorRT-LLM 1.3.0rc20{io}")
+      for dtype, method, io in _DTYPES for device, name, folder, aic in _TRTLLM
+      if dtype != "fp4" or device in _NVFP4),
     Table("A40", "fp16", "gemm_vidur_a40_fp16.csv.gz",
           "microsoft/vidur@7d47513363ec:data/profiling/compute/a40/*/*/mlp.csv",
           "vidur MLP profiling: F.linear GEMMs of fp16 models (the attn/mlp projections), "

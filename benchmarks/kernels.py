@@ -216,6 +216,8 @@ ATTENTION_TABLES = {"h100_sxm": ("H100 SXM", "TensorRT-LLM 1.3.0rc20"),
                     "h200_sxm": ("H200 SXM", "TensorRT-LLM 1.3.0rc20"),
                     "b200": ("B200", "TensorRT-LLM 1.3.0rc20"),
                     "gb200_per_gpu": ("GB200 (per GPU)", "TensorRT-LLM 1.3.0rc20"),
+                    "b300": ("B300", "TensorRT-LLM 1.3.0rc20"),
+                    "gb300_per_gpu": ("GB300 (per GPU)", "TensorRT-LLM 1.3.0rc20"),
                     "l40s": ("L40S", "TensorRT-LLM 1.3.0rc20"),
                     "a100_sxm_80gb": ("A100 SXM 80GB", "vLLM 0.14.0 (FlashAttention-2)")}
 #: Shapes with at least this many FLOPs: where the kernel, not its fixed cost, sets the time.

@@ -161,7 +161,8 @@ def _attention_rate(name: str) -> tuple[float, int]:
 
 @pytest.mark.parametrize(("device", "table"), [
     ("H100 SXM", "h100_sxm"), ("H200 SXM", "h200_sxm"), ("B200", "b200"),
-    ("GB200 (per GPU)", "gb200_per_gpu"), ("L40S", "l40s"), ("A100 SXM 80GB", "a100_sxm_80gb")])
+    ("GB200 (per GPU)", "gb200_per_gpu"), ("B300", "b300"), ("GB300 (per GPU)", "gb300_per_gpu"),
+    ("L40S", "l40s"), ("A100 SXM 80GB", "a100_sxm_80gb")])
 def test_attention_rates_are_the_median_of_their_tables(device: str, table: str) -> None:
     rate, shapes = _attention_rate(table)
     fig = figures(get_device(device)).attention("bf16")
@@ -173,11 +174,12 @@ def test_attention_rates_are_the_median_of_their_tables(device: str, table: str)
 
 def test_attention_class_default_and_fallbacks() -> None:
     """The HBM datacentre parts' median share (A100 SXM 80GB, H100 SXM, H200 SXM, B200,
-    GB200) for an unmeasured H100 PCIe, bf16 and fp16 alike; none for a GeForce card, whose
-    attention keeps the matrix figure."""
+    GB200, B300, GB300) for an unmeasured H100 PCIe, bf16 and fp16 alike; none for a
+    GeForce card, whose attention keeps the matrix figure."""
     shares = [_attention_rate(t)[0] / get_device(d).matrix_flops_per_s["bf16"] for d, t in
               (("A100 SXM 80GB", "a100_sxm_80gb"), ("H100 SXM", "h100_sxm"),
-               ("H200 SXM", "h200_sxm"), ("B200", "b200"), ("GB200 (per GPU)", "gb200_per_gpu"))]
+               ("H200 SXM", "h200_sxm"), ("B200", "b200"), ("GB200 (per GPU)", "gb200_per_gpu"),
+               ("B300", "b300"), ("GB300 (per GPU)", "gb300_per_gpu"))]
     pcie = figures(get_device("H100 PCIe"))
     for dtype in ("bf16", "fp16"):
         fig = pcie.attention(dtype)

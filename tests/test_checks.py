@@ -84,14 +84,23 @@ def one_peak(spec: DeviceSpec, table: str, dtype: str, factor: float) -> dict[st
 
 
 # --------------------------------------------------------------------------- ridge bands
+#: Blackwell Ultra's dense int8, cut to 0.15 POPS (B300 19.8 FLOP/B, GB300 20.6): inside
+#: the narrow band, not one of the full-rate peaks it is derived from (checks.py).
+CUT_DOWN_INT8 = {("B300", "matrix_flops_per_s", "int8"),
+                 ("GB300 (per GPU)", "matrix_flops_per_s", "int8")}
+
+
 def test_ridge_bands_are_ten_times_beyond_the_registry() -> None:
     # The bands are derived from the shipped devices (see RIDGE_BANDS_FLOP_PER_BYTE): this
     # recomputes the extremes, so a new device beyond them fails here until it is re-derived.
     spans: dict[str, list[float]] = {"narrow": [], "wide": []}
-    for spec in SHIPPED:
-        for band, _, _, ridge in ridges(spec):
-            spans[band].append(ridge)
     narrow_low, narrow_high = RIDGE_BANDS_FLOP_PER_BYTE["narrow"]
+    for spec in SHIPPED:
+        for band, table, dtype, ridge in ridges(spec):
+            if (spec.name, table, dtype) in CUT_DOWN_INT8:  # inside, 5x above the low end
+                assert 5 * narrow_low < ridge < narrow_high
+                continue
+            spans[band].append(ridge)
     assert narrow_low == pytest.approx(min(spans["narrow"]) / 10, rel=0.01)
     assert narrow_high == pytest.approx(max(spans["narrow"]) * 10, rel=0.01)
     wide_low, wide_high = RIDGE_BANDS_FLOP_PER_BYTE["wide"]

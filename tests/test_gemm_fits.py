@@ -66,7 +66,7 @@ def test_a_device_without_a_table_gets_its_class_median() -> None:
     members = [name for name, rows in ROWS.items() if "bf16" in rows or "fp16" in rows
                if roofline.get_device(name).memory_type.startswith("HBM")]
     assert members == ["A100 SXM 80GB", "H100 SXM", "H200 SXM", "B200", "GB200 (per GPU)",
-                       "V100 SXM2 16GB"]
+                       "B300", "GB300 (per GPU)", "V100 SXM2 16GB"]
     sixteen = [ROWS[n].get("bf16") or ROWS[n]["fp16"] for n in members]
     fig = figures(roofline.get_device("A100 PCIe 80GB")).gemm("bf16")
     assert fig is not None and fig.origin == "class default"
@@ -89,7 +89,8 @@ def test_fp8_matmuls_take_the_fp8_fit_and_its_class_median() -> None:
         h100.floor_seconds + 2 * 8192 ** 3 / (h100.efficiency * 1978.9e12))
     members = [name for name, rows in ROWS.items() if "fp8" in rows
                if roofline.get_device(name).memory_type.startswith("HBM")]
-    assert members == ["H100 SXM", "H200 SXM", "B200", "GB200 (per GPU)"]
+    assert members == ["H100 SXM", "H200 SXM", "B200", "GB200 (per GPU)", "B300",
+                       "GB300 (per GPU)"]
     fig = figures(roofline.get_device("H100 PCIe")).gemm("fp8")
     assert fig is not None and fig.origin == "class default"
     assert fig.efficiency == statistics.median(ROWS[n]["fp8"].efficiency for n in members)
@@ -111,7 +112,8 @@ def test_nvfp4_matmuls_take_the_fp4_fit_of_the_fp4_peak() -> None:
     assert str(a.engine[0]) == "matrix fp4"
     assert a.op_seconds[0] == pytest.approx(
         b200.floor_seconds + 2 * n ** 3 / (b200.efficiency * 9e15))
-    assert [name for name, rows in ROWS.items() if "fp4" in rows] == ["B200", "GB200 (per GPU)"]
+    assert [name for name, rows in ROWS.items() if "fp4" in rows] == [
+        "B200", "GB200 (per GPU)", "B300", "GB300 (per GPU)"]
     fig = figures(roofline.get_device("B200")).gemm("nvfp4")
     assert fig is not None and fig.origin == "measured" and fig.efficiency == b200.efficiency
     assert figures(roofline.get_device("H100 SXM")).gemm("nvfp4") is None  # no fp4 units
@@ -215,4 +217,4 @@ def test_a_bad_row_is_refused_naming_file_and_row(tmp_path: Path, row: str, says
 
 def test_the_shipped_file_is_the_one_the_registry_reads() -> None:
     assert GEMM_FILE.name == "gemm.yaml" and GEMM_FILE.exists()
-    assert len(ROWS) == 14 and sum(len(r) for r in ROWS.values()) == 23
+    assert len(ROWS) == 16 and sum(len(r) for r in ROWS.values()) == 29

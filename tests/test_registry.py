@@ -329,6 +329,9 @@ TORCH_NAMES = [
     ("NVIDIA H100 80GB HBM3", "H100 SXM"), ("NVIDIA H100 PCIe", "H100 PCIe"),
     ("NVIDIA H100 NVL", "H100 NVL"), ("NVIDIA H200", "H200 SXM"), ("NVIDIA H200 NVL", "H200 NVL"),
     ("NVIDIA B200", "B200"), ("NVIDIA GB200", "GB200 (per GPU)"),
+    # as AIConfigurator's collector recorded torch.cuda.get_device_name() on them
+    # (ai-dynamo/aiconfigurator@095f58a51c4c, collector/trtllm/collect_gemm.py)
+    ("NVIDIA B300 SXM6 AC", "B300"), ("NVIDIA GB300", "GB300 (per GPU)"),
     ("NVIDIA GeForce RTX 5090", "RTX 5090"), ("Orin", "Jetson AGX Orin 64GB"),
     ("NVIDIA TITAN Xp", "TITAN Xp"), ("NVIDIA GeForce GTX 1080 Ti", "GTX 1080 Ti"),
     ("NVIDIA TITAN X (Pascal)", "TITAN X (Pascal)"), ("NVIDIA GeForce GTX 1080", "GTX 1080"),

@@ -45,10 +45,13 @@ _ROUNDING_TOLERANCE = 1.01
 #: (tests/test_trust_hardware.py recomputes the extremes):
 #:
 #: * ``"narrow"``: matrix peaks in tf32 and narrower (dense, 2:4 sparse, fp16-accumulate).
-#:   The registry spans 37.4 (RTX 3080 Ti tf32) to 2621 (RTX 4090 int4 sparse) FLOP/B;
-#:   the band is 10x wider on each side, room for devices beyond today's extremes (B300's
-#:   int8 at 0.15 POPS on 7.7 TB/s is 19.5 FLOP/B). Since 26214 / 3.74 is 7000x, a 1000x
-#:   slip of ANY shipped narrow peak, or of its bandwidth, leaves the band.
+#:   The registry's full-rate peaks span 37.4 (RTX 3080 Ti tf32) to 2621 (RTX 4090 int4
+#:   sparse) FLOP/B; the band is 10x wider on each side. Blackwell Ultra's dense int8, cut
+#:   to 0.15 POPS (B300 19.8 FLOP/B, GB300 20.6), sits inside it and is not one of the
+#:   peaks it is derived from: a band 10x below it (1.98) would let 1000x slips of the
+#:   densest parts' peaks through. Since 26214 / 3.74 is 7000x, a 1000x slip of ANY
+#:   shipped narrow peak, or of its bandwidth, leaves the band (the two cut-down int8
+#:   peaks' upward slips, 153 and 165 POPS, fail the 1e17 FLOP/s plausibility range).
 #: * ``"wide"``: fp64/fp32 matrix peaks and all vector peaks. The registry spans 4.47
 #:   (Gaudi 2 bf16 vector) to 113 (RTX 5000 Ada fp32 vector); the band is 100x lower at the
 #:   bottom, because cut-down fp64 parts sit far below the registry (B300: 1.25 TFLOPS fp64

@@ -32,6 +32,8 @@ TABLES = {"h100_sxm": ("trtllm/1.3.0rc20", "torch_flow", "h100_sxm"),
           "h200_sxm": ("trtllm/1.3.0rc20", "torch_flow", "h200_sxm"),
           "b200_sxm": ("trtllm/1.3.0rc20", "torch_flow", "b200"),
           "gb200": ("trtllm/1.3.0rc20", "torch_flow", "gb200_per_gpu"),
+          "b300_sxm": ("trtllm/1.3.0rc20", "torch_flow", "b300"),
+          "gb300": ("trtllm/1.3.0rc20", "torch_flow", "gb300_per_gpu"),
           "l40s": ("trtllm/1.3.0rc20", "torch_flow", "l40s"),
           "a100_sxm": ("vllm/0.14.0", "vllm_flash_attn", "a100_sxm_80gb")}
 MAX_SHAPES = 300

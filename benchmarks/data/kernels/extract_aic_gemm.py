@@ -20,7 +20,8 @@ activation's block quantization to fp4 (``fp4_quantize``), which W4A4 serving ru
 every such GEMM; it is kept, as AIConfigurator keeps it.
 
 Usage: ``python benchmarks/data/kernels/extract_aic_gemm.py --repo PATH fp8 h100_sxm ...``
-(``nvfp4 b200_sxm gb200`` for the fp4 tables, written as ``..._fp4.csv.gz``)
+(``nvfp4 b200_sxm gb200`` for the fp4 tables, written as ``..._fp4.csv.gz``; ``bf16
+b300_sxm gb300`` for those two bf16 tables)
 """
 
 from __future__ import annotations
@@ -38,9 +39,11 @@ ROOT = "aic-core/src/aiconfigurator_core/systems/data/{dir}/"
 PATH = ROOT + "gemm/trtllm/1.3.0rc20/gemm_perf.parquet"
 QUANT = ROOT + "quantize/trtllm/1.3.0rc20/{table}_perf.parquet"
 NAMES = {"h100_sxm": "h100_sxm", "h200_sxm": "h200_sxm", "b200_sxm": "b200",
-         "gb200": "gb200_per_gpu", "l40s": "l40s"}
+         "gb200": "gb200_per_gpu", "l40s": "l40s", "b300_sxm": "b300",
+         "gb300": "gb300_per_gpu"}
 DEVICES = {"h100_sxm": "H100 SXM", "h200_sxm": "H200 SXM", "b200_sxm": "B200",
-           "gb200": "GB200 (per GPU)", "l40s": "L40S"}
+           "gb200": "GB200 (per GPU)", "l40s": "L40S", "b300_sxm": "B300",
+           "gb300": "GB300 (per GPU)"}
 DTYPES = {"fp8": "fp8", "bf16": "bfloat16", "nvfp4": "nvfp4"}
 #: The file suffix: the registry's name of the engine (nvfp4 runs on the fp4 units).
 SUFFIX = {"nvfp4": "fp4"}
