@@ -288,6 +288,8 @@ def _rowwise_step(op: str, rows: int, cols: int, dtype: torch.dtype) -> Callable
 #: host (Python, the launch, the synchronize: about 50 us for its smallest shapes), not the
 #: kernel, is what it measured.
 LLMCOMPASS_MIN_SECONDS = 200e-6
+#: vidur's row-wise tables: file name part -> registry device (boards not stated: SXM assumed).
+VIDUR_ROWWISE = (("a100", "A100 SXM 80GB"), ("h100", "H100 SXM"), ("a40", "A40"))
 #: Shapes per (table, op), spread evenly over the table's sizes: tracing each takes a while.
 ROWWISE_SHAPES = 60
 
@@ -330,9 +332,8 @@ def _rowwise_sample(header: list[str], data: np.ndarray, op: str, column: str = 
 
 
 def rowwise_rows() -> list[list[str]]:
-    sources = {"rowwise_vidur_a100_fp16.csv.gz": ("A100 SXM 80GB", "vidur"),
-               "rowwise_vidur_h100_fp16.csv.gz": ("H100 SXM", "vidur"),
-               "rowwise_vidur_a40_fp16.csv.gz": ("A40", "vidur"),
+    sources = {**{f"rowwise_vidur_{name}_fp16.csv.gz": (device, "vidur")
+                  for name, device in VIDUR_ROWWISE},
                "rowwise_llmcompass_a100_fp16.csv.gz": ("A100 SXM 80GB", "LLMCompass")}
     out = []
     for file, (device, source) in sources.items():
@@ -369,7 +370,7 @@ def layer_norm_rows() -> list[list[str]]:
     """vidur's layer norms of at least :data:`FULL_CHIP_ROWS` rows, kernel only: before
     (at the copy pattern), in-sample (the device's own layer_norm figure) and held out."""
     out = []
-    for name, device in (("a100", "A100 SXM 80GB"), ("h100", "H100 SXM"), ("a40", "A40")):
+    for name, device in VIDUR_ROWWISE:
         header, data = _rows(f"rowwise_vidur_{name}_fp16.csv.gz")
         traces, measured = _rowwise_sample(header, data, "layer_norm", "rows", FULL_CHIP_ROWS)
         spec = roofline.get_device(device)
@@ -393,7 +394,7 @@ def few_rows_rows() -> list[list[str]]:
     stands for): without and with the dependent-loads roof, whose DRAM latency is a
     pointer chase measured apart from these tables (or the memory family's median)."""
     out = []
-    for name, device in (("a100", "A100 SXM 80GB"), ("h100", "H100 SXM"), ("a40", "A40")):
+    for name, device in VIDUR_ROWWISE:
         header, data = _rows(f"rowwise_vidur_{name}_fp16.csv.gz")
         traces, measured = _rowwise_sample(header, data, "layer_norm", "rows",
                                            below=FULL_CHIP_ROWS)
