@@ -43,10 +43,13 @@ from torch import nn
 import roofline
 from roofline.hardware.achievable import (
     GEMM_DEFAULT_DTYPES,
+    SIXTEEN_BIT,
+    class_defaults,
     class_of,
     figures,
     fp32_datapath_class,
     gemm_pool,
+    own_16bit_share,
 )
 from roofline.hardware.measured import GemmFit, Measured
 from roofline.tracing.records import OpRecord, Trace
@@ -436,6 +439,43 @@ def sgemm_rows() -> list[list[str]]:
     return rows
 
 
+def _without(spec: roofline.DeviceSpec, dtype: str) -> roofline.DeviceSpec:
+    """``spec`` with its measured ``dtype`` matrix rate removed."""
+    assert spec.achievable is not None
+    kept = {d: m for d, m in spec.achievable.matrix_flops_per_s.items() if d != dtype}
+    return spec.with_overrides(achievable=spec.achievable.model_copy(
+        update={"matrix_flops_per_s": kept}))
+
+
+def matrix_ratio_rows() -> list[list[str]]:
+    """Each device measured in a matrix dtype other than 16-bit and in 16-bit, that dtype's
+    share held out: its own 16-bit share times the median ratio of the *other* devices of
+    its vendor (the default), against the median share of the other devices of its class
+    (the rule before) and the datasheet."""
+    rows = []
+    shipped = [s for s in roofline.list_devices() if s.kind in ("gpu", "accelerator")]
+    for spec in shipped:
+        measured = spec.achievable.matrix_flops_per_s if spec.achievable else {}
+        if own_16bit_share(spec) is None:
+            continue
+        for dtype, m in measured.items():
+            if dtype in SIXTEEN_BIT:
+                continue
+            share = m.value / spec.matrix_flops_per_s[dtype]
+            held = _without(spec, dtype)
+            others = [held if o.name == spec.name else o for o in shipped]
+            figure = figures(held, population=others).matrix(dtype)
+            ratio = figure.share if figure is not None and "ratio" in figure.source else None
+            default = class_defaults(o for o in shipped if o.name != spec.name).get(
+                (class_of(spec), "matrix", dtype))
+            cells = [spec.name, dtype, f"{share:.0%}"]
+            for other in (ratio, default.value if default else None):
+                cells += ["-", "-"] if other is None else [f"{other:.0%}",
+                                                           f"{other / share - 1:+.0%}"]
+            rows.append([*cells, f"{1 / share - 1:+.0%}"])
+    return rows
+
+
 def table(header: Sequence[str], rows: list[list[str]]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
     line = "| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |"
@@ -459,6 +499,21 @@ def main() -> int:
     datasheet = [abs(float(r[5].rstrip("%")) / 100) for r in sgemm if r[4] != "-"]
     print(f"\n{len(errors)} held-out devices: median |error| {statistics.median(errors):.1%} "
           f"(datasheet {statistics.median(datasheet):.1%})")
+    ratio = matrix_ratio_rows()
+    print("\nMatrix peak share of TF32 and fp8 (measured: the registry's figures), each "
+          "device's held out: its own measured 16-bit share times the median ratio of the "
+          "other devices of its vendor measured in both (the default), against the median "
+          "share of the other measured devices of its class (the rule before) and the "
+          "datasheet (error: predicted / measured - 1)\n")
+    print(table(["device", "dtype", "measured", "held out", "error", "class median", "error",
+                 "datasheet error"], ratio))
+    for dtype in sorted({r[1] for r in ratio}):
+        errs = [[abs(float(r[i].rstrip("%")) / 100) for r in ratio
+                 if r[1] == dtype and r[i] != "-"] for i in (4, 6, 7)]
+        print(f"{dtype}: held out median |error| {statistics.median(errs[0]):.1%} (p90 "
+              f"{np.percentile(errs[0], 90):.0%}, {len(errs[0])} devices); class median "
+              f"{statistics.median(errs[1]):.1%} (p90 {np.percentile(errs[1], 90):.0%}, "
+              f"{len(errs[1])}); datasheet {statistics.median(errs[2]):.1%}")
     print("\nBatched GEMM (AIConfigurator's MLA bmm; not fitted: the device's GEMM fit)\n")
     print(table(["device", "dtype", "shapes", "datasheet", "tiles", "fitted", "bias"],
                 bmm_rows()))

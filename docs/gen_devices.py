@@ -139,6 +139,8 @@ def _class_table() -> list[str]:
             median = f"{default.value:.0%} of datasheet"
         elif figure == "layer_norm":
             median = f"{default.value:.0%} of copy"
+        elif figure == "matrix ratio":
+            median = f"{default.value:.3f} x the 16-bit share"
         else:
             median = format_quantity(default.value, "seconds")
         label = f"{figure} {key}".strip()
@@ -263,7 +265,10 @@ def render_devices_markdown() -> str:
         "Medians over the measured devices of each class (shares of the datasheet figure for",
         "bandwidth, matrix, vector and attention FLOP/s; seconds for launch overhead and DRAM",
         "latency),",
-        "applied to the devices of the class that have no measurement of their own.",
+        "applied to the devices of the class that have no measurement of their own. A",
+        "\"matrix ratio\" is the median ratio of a dtype's share to the 16-bit share over the",
+        "vendor's devices measured in both: a device measured in 16-bit only takes its own",
+        "16-bit share times it, before its class's median share of that dtype.",
         "",
         *_class_table(),
         "",

@@ -143,6 +143,60 @@ def test_sgemm_default_pools_one_datapath_design_and_class() -> None:
     assert "FP32 datapath design" in turing.method
 
 
+def test_tf32_share_is_the_devices_bf16_share_times_the_vendor_ratio() -> None:
+    """TF32 on the same tensor cores as bf16: a device measured in bf16 only takes its own
+    bf16 share times the median ratio of TF32 to bf16 shares over the NVIDIA GPUs measured
+    in both (the registry's figures over their datasheet peaks, by hand): A100 PCIe 40GB
+    (108.32 / 156) / (234.14 / 312), RTX 3080 (32.03 / 29.8) / (64.68 / 59.5), 3080 Ti
+    (38.15 / 34.1) / (77.405 / 68.2), L4 (31.88 / 60) / (70.89 / 121), RTX 4090
+    (85.65 / 82.6) / (165.26 / 165.2), H100 SXM (402.15 / 494.7) / (794.5 / 989.4), H100
+    PCIe (240.43 / 378) / (495.93 / 756.5)."""
+    ratios = [(108.32 / 156) / (234.14 / 312), (32.03 / 29.8) / (64.68 / 59.5),
+              (38.15 / 34.1) / (77.405 / 68.2), (31.88 / 60) / (70.89 / 121),
+              (85.65 / 82.6) / (165.26 / 165.2), (402.15 / 494.7) / (794.5 / 989.4),
+              (240.43 / 378) / (495.93 / 756.5)]
+    tf32 = figures(get_device("A100 SXM 40GB")).matrix("tf32")  # MAMF bf16 271.2 of 312
+    assert tf32 is not None and tf32.origin == "class default"
+    assert tf32.share == pytest.approx(271.2 / 312 * statistics.median(ratios))
+    assert tf32.value == pytest.approx(156e12 * 271.2 / 312 * statistics.median(ratios))
+    assert "bf16 share" in tf32.source and "7 measured NVIDIA GPU" in tf32.source
+    # the RTX A6000's workstation class has no TF32 member: the datasheet before, now its
+    # own bf16 share 123.34 / 154.8 times the same ratio
+    a6000 = figures(get_device("RTX A6000")).matrix("tf32")
+    assert a6000 is not None and a6000.share == pytest.approx(
+        123.34 / 154.8 * statistics.median(ratios))
+    # a device measured in TF32 keeps its own figure; one with no 16-bit measurement of its
+    # own (B300) the class median
+    assert figures(get_device("H100 SXM")).matrix("tf32").origin == "measured"  # type: ignore[union-attr]
+    b300 = figures(get_device("B300")).matrix("tf32")
+    assert b300 is not None and "ratio" not in b300.source
+
+
+def test_the_ratio_rule_on_a_made_up_population() -> None:
+    """Two devices measured in bf16 and fp8 (fp8 peak 200 TFLOPS): shares 0.8 / 0.6 and
+    0.5 / 0.45, ratios 0.75 and 0.9, median 0.825; a third measured in bf16 at 0.7 takes
+    0.7 x 0.825 for fp8, not the class median of fp8 shares (0.525)."""
+    def gpu(name: str, bf16: float, fp8: float | None) -> DeviceSpec:
+        achievable = {"matrix_flops_per_s": {"bf16": {
+            "value": f"{bf16} TFLOPS", "source": "https://x.test/mm", "method": "test"}}}
+        if fp8 is not None:
+            achievable["matrix_flops_per_s"]["fp8"] = {
+                "value": f"{fp8} TFLOPS", "source": "https://x.test/mm", "method": "test"}
+        return hbm_gpu(name, matrix_flops_per_s={"bf16": "100 TFLOPS", "fp8": "200 TFLOPS"},
+                       achievable=achievable)
+
+    population = [gpu("A", 80, 120), gpu("B", 50, 90), gpu("C", 70, None)]
+    fp8 = figures(population[2], population=population).matrix("fp8")
+    assert fp8 is not None and fp8.origin == "class default"
+    assert fp8.share == pytest.approx(0.7 * (0.75 + 0.9) / 2)
+    assert fp8.value == pytest.approx(200e12 * 0.7 * (0.75 + 0.9) / 2)
+    # no 16-bit measurement of its own: the class median of fp8 shares
+    bare = hbm_gpu("D", matrix_flops_per_s={"bf16": "100 TFLOPS", "fp8": "200 TFLOPS"})
+    median = figures(bare, population=population).matrix("fp8")
+    assert median is not None and median.share == pytest.approx((0.6 + 0.45) / 2)
+    assert "ratio" not in median.source
+
+
 def _attention_rate(name: str) -> tuple[float, int]:
     """The median over a shipped AIConfigurator attention table's shapes of at least 1e11
     FLOPs of FLOPs over time, the FLOPs by hand: two matmuls of 2 FLOPs per multiply-add

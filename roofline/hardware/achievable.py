@@ -38,8 +38,13 @@ Resolution, per figure:
   median ratio of layer norm to copy over the measured GPUs of its vendor (the kernel, not
   the memory, sets the ratio); with no measured GPU of the vendor, the copy figure.
 * ``matrix(dtype)``: the measurement of that dtype; else, for fp16/bf16 with equal
-  datasheet peaks, the device's measured share of the other; else the class median share
-  for that dtype; else the datasheet. None when the device has no matrix peak for it.
+  datasheet peaks, the device's measured share of the other; else, for another dtype
+  (tf32, fp8...), the device's own measured 16-bit share times the median ratio of that
+  dtype's share to the 16-bit share over the vendor's devices measured in both (the same
+  matrix units at the same power limit: held out, TF32 on NVIDIA GPUs is 3% off at the
+  median where the class median is 6% and up to 88%, ``benchmarks/kernels.py``); else the
+  class median share for that dtype; else the datasheet. None when the device has no
+  matrix peak for it.
 * ``vector(dtype)``: the measurement; else, for fp32, the median share of the measured
   devices of the same class and FP32 datapath design (:func:`fp32_datapath_class`: the
   vendor, the class, the FP32 lanes per compute unit the datasheet implies, and whether
@@ -89,6 +94,7 @@ from roofline.hardware.units import canonical_dtype
 
 __all__ = [
     "POWER_CAP_CLOCK_SHARE",
+    "SIXTEEN_BIT",
     "ClassDefault",
     "Figure",
     "Figures",
@@ -98,6 +104,7 @@ __all__ = [
     "class_of",
     "figures",
     "fp32_datapath_class",
+    "own_16bit_share",
     "two_fp32_datapaths",
 ]
 
@@ -116,6 +123,8 @@ _BANDWIDTH_FALLBACK: dict[str, tuple[str, ...]] = {
     "layer_norm": (),
 }
 _SIBLING = {"fp16": "bf16", "bf16": "fp16"}
+#: The 16-bit matrix dtypes, in the order :func:`own_16bit_share` takes them.
+SIXTEEN_BIT = ("bf16", "fp16")
 _CONSUMER = re.compile(r"\b(geforce|titan|gtx|radeon)\b", re.IGNORECASE)
 _WORKSTATION = re.compile(r"\b(quadro|rtx a\d+|ada)\b", re.IGNORECASE)
 _KIND_LABEL = {"gpu": "GPU", "tpu": "TPU", "cpu": "CPU", "accelerator": "accelerator"}
@@ -346,6 +355,16 @@ def _own_matrix(spec: DeviceSpec, dtype: str, field: str = "matrix_flops_per_s",
     return None
 
 
+def own_16bit_share(spec: DeviceSpec) -> tuple[str, float] | None:
+    """The device's measured share of its 16-bit matrix peak, bf16's where both are
+    measured, and which dtype it is; None when neither is."""
+    table = spec.achievable.matrix_flops_per_s if spec.achievable else {}
+    for dtype in SIXTEEN_BIT:
+        if dtype in table and dtype in spec.matrix_flops_per_s:
+            return dtype, table[dtype].value / spec.matrix_flops_per_s[dtype]
+    return None
+
+
 def class_defaults(population: Iterable[DeviceSpec]) -> dict[tuple[str, str, str], ClassDefault]:
     """Class defaults from the measured members of ``population``.
 
@@ -361,7 +380,9 @@ def class_defaults(population: Iterable[DeviceSpec]) -> dict[tuple[str, str, str
         ``(class, figure, key) -> ClassDefault``; figure is ``"bandwidth"`` (key: pattern),
         ``"layer_norm"`` (class: the vendor's GPUs, key ``"copy"``: a ratio to the copy
         figure),
-        ``"matrix"`` and ``"attention"`` (key: dtype), ``"vector"`` (class:
+        ``"matrix"`` and ``"attention"`` (key: dtype), ``"matrix ratio"`` (class: the
+        vendor's devices of the kind, key: a dtype other than 16-bit; a ratio to the
+        device's own 16-bit share, :func:`own_16bit_share`), ``"vector"`` (class:
         :func:`fp32_datapath_class`, key ``"fp32"``), ``"launch"`` (class: the device kind,
         key ``"plain"`` or ``"graph"``),
         ``"latency"`` (class: the memory family, key ``""``) or a GEMM pool (key: the fit's
@@ -388,10 +409,7 @@ def _samples(spec: DeviceSpec, achievable: Achievable,
         if own is not None:
             yield (cls, "bandwidth", pattern), own[0].value / spec.bandwidth_bytes_per_s
     yield from _layer_norm_samples(spec)
-    for dtype, m in achievable.matrix_flops_per_s.items():
-        yield (cls, "matrix", dtype), m.value / spec.matrix_flops_per_s[dtype]
-    for dtype, m in achievable.attention_flops_per_s.items():
-        yield (cls, "attention", dtype), m.value / spec.matrix_flops_per_s[dtype]
+    yield from _matrix_samples(spec, achievable)
     datapath = fp32_datapath_class(spec)
     if datapath is not None and "fp32" in achievable.vector_flops_per_s:
         yield (datapath, "vector", "fp32"), \
@@ -410,6 +428,22 @@ def _samples(spec: DeviceSpec, achievable: Achievable,
     latency = achievable.dram_latency_seconds
     if latency is not None and spec.kind == "gpu" and memory_family(spec) != "other":
         yield (f"{memory_family(spec)} GPU", "latency", ""), latency.value
+
+
+def _matrix_samples(spec: DeviceSpec, achievable: Achievable,
+                    ) -> Iterator[tuple[tuple[str, str, str], float]]:
+    """A device's matrix and attention shares of the datasheet, by class, and its other
+    dtypes' shares over its own 16-bit share, by vendor and kind."""
+    cls = class_of(spec)
+    for dtype, m in achievable.matrix_flops_per_s.items():
+        yield (cls, "matrix", dtype), m.value / spec.matrix_flops_per_s[dtype]
+    for dtype, m in achievable.attention_flops_per_s.items():
+        yield (cls, "attention", dtype), m.value / spec.matrix_flops_per_s[dtype]
+    base = own_16bit_share(spec)
+    for dtype, m in achievable.matrix_flops_per_s.items():
+        if base is not None and dtype not in SIXTEEN_BIT:
+            yield ((f"{spec.vendor} {_KIND_LABEL[spec.kind]}", "matrix ratio", dtype),
+                   m.value / spec.matrix_flops_per_s[dtype] / base[1])
 
 
 def _layer_norm_samples(spec: DeviceSpec) -> Iterator[tuple[tuple[str, str, str], float]]:
@@ -517,6 +551,8 @@ class Figures:
                 f"{m.method} [{measured_dtype} measurement; {key} has the same datasheet peak]")
             share = m.value / spec.matrix_flops_per_s[measured_dtype]
             return _measured(m, method, share, "flops", name, value=peak * share)
+        if (ratio := self._ratio(key)) is not None:
+            return ratio
         default = self._default("matrix", key)
         if default is not None:
             return Figure(peak * default.value, default.value, "class default",
@@ -525,6 +561,22 @@ class Figures:
         return Figure(peak, 1.0, "datasheet", f"matrix_flops_per_s[{key!r}]",
                       f"datasheet peak (no measured {key} matmul in class {self._class!r})",
                       "flops", name)
+
+    def _ratio(self, key: str) -> Figure | None:
+        """``key``'s share from the device's own measured 16-bit share and the vendor's
+        median ratio between the two (None: not a dtype it applies to, or no figure)."""
+        spec = self._spec
+        base = own_16bit_share(spec) if key not in SIXTEEN_BIT else None
+        ratio = self._default("matrix ratio", key, f"{spec.vendor} {_KIND_LABEL[spec.kind]}")
+        if base is None or ratio is None:
+            return None
+        share = base[1] * ratio.value
+        return Figure(spec.matrix_flops_per_s[key] * share, share, "class default",
+                      f"the device's {base[0]} share x the {key} / 16-bit ratio, "
+                      f"{ratio.description}", f"the device's measured {base[0]} share, "
+                      f"{base[1]:.1%}, x the median ratio of {key} to 16-bit shares over the "
+                      f"vendor's devices measured in both, {ratio.value:.3f}", "flops",
+                      f"matrix {key}")
 
     def attention(self, dtype: Any) -> Figure | None:
         """Achievable FLOP/s of causal flash attention in ``dtype`` on the matrix units: the
