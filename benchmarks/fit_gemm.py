@@ -28,6 +28,9 @@ import numpy as np
 import roofline
 from roofline.hardware.measured import gemm_engine
 
+sys.path.insert(0, str(Path(__file__).parent / "data" / "kernels"))
+from aic import A100, COMMIT, TRTLLM, TRTLLM_DEVICES, TRTLLM_LABEL
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "benchmarks" / "data" / "kernels"
 OUT = ROOT / "roofline" / "hardware" / "data" / "gemm.yaml"
@@ -60,8 +63,8 @@ class Table:
     conditions: str
 
 
-_AIC = ("ai-dynamo/aiconfigurator@095f58a51c4c:aic-core/src/aiconfigurator_core/systems/data/"
-        "{dir}/gemm/{fw}/gemm_perf.parquet")
+_AIC = (f"ai-dynamo/aiconfigurator@{COMMIT[:12]}:aic-core/src/aiconfigurator_core/systems/"
+        "data/{dir}/gemm/{fw}/gemm_perf.parquet")
 _AIC_METHOD = ("AIConfigurator collector: torch F.linear (cuBLAS) of randn bf16 operands, "
                "weights copied past L2, CUDA-graph replay, mean of 6 replays after 3 warm-up")
 _AIC_FP8_METHOD = (
@@ -78,27 +81,16 @@ _AIC_FP4_METHOD = (
 _DB = "baidu-research/DeepBench@da81ba782073:results/{{train,inference}}/DeepBench_NV_{file}.xlsx"
 _DB_METHOD = ("DeepBench gemm_bench (cublasSgemm/cublasGemmEx), mean of 400 back-to-back calls "
               "on the same operands after one warm-up; median over the transposes of a shape")
-#: AIConfigurator's TensorRT-LLM 1.3.0rc20 tables: (registry device, file name, folder, the
-#: device as the collector's torch.cuda.get_device_name() recorded it)
-_TRTLLM = (("H100 SXM", "h100_sxm", "h100_sxm", "NVIDIA H100 80GB HBM3"),
-           ("H200 SXM", "h200_sxm", "h200_sxm", "NVIDIA H200"),
-           ("L40S", "l40s", "l40s", "NVIDIA L40S"),
-           ("B200", "b200", "b200_sxm", "NVIDIA B200"),
-           ("GB200 (per GPU)", "gb200_per_gpu", "gb200", "NVIDIA GB200"),
-           ("B300", "b300", "b300_sxm", "NVIDIA B300 SXM6 AC"),
-           ("GB300 (per GPU)", "gb300_per_gpu", "gb300", "NVIDIA GB300"))
-_NVFP4 = ("B200", "GB200 (per GPU)", "B300", "GB300 (per GPU)")
 _DTYPES = (("bf16", _AIC_METHOD, ""), ("fp8", _AIC_FP8_METHOD, "; fp8 e4m3 in, bf16 out"),
            ("fp4", _AIC_FP4_METHOD, "; nvfp4 in, bf16 out"))
 TABLES = [
-    Table("A100 SXM 80GB", "bf16", "gemm_aic_a100_sxm_80gb_bf16.csv.gz",
-          _AIC.format(dir="a100_sxm", fw="sglang/0.5.10"), _AIC_METHOD,
-          "device 'NVIDIA A100-SXM4-80GB'; sglang 0.5.10"),
-    *(Table(device, dtype, f"gemm_aic_{name}_{dtype}.csv.gz",
-            _AIC.format(dir=folder, fw="trtllm/1.3.0rc20"), method,
-            f"device {aic!r}; TensorRT-LLM 1.3.0rc20{io}")
-      for dtype, method, io in _DTYPES for device, name, folder, aic in _TRTLLM
-      if dtype != "fp4" or device in _NVFP4),
+    Table(A100.device, "bf16", f"gemm_aic_{A100.file}_bf16.csv.gz",
+          _AIC.format(dir=A100.folder, fw="sglang/0.5.10"), _AIC_METHOD,
+          f"device {A100.recorded!r}; sglang 0.5.10"),
+    *(Table(d.device, dtype, f"gemm_aic_{d.file}_{dtype}.csv.gz",
+            _AIC.format(dir=d.folder, fw=TRTLLM), method,
+            f"device {d.recorded!r}; {TRTLLM_LABEL}{io}")
+      for dtype, method, io in _DTYPES for d in TRTLLM_DEVICES if dtype != "fp4" or d.nvfp4),
     Table("A40", "fp16", "gemm_vidur_a40_fp16.csv.gz",
           "microsoft/vidur@7d47513363ec:data/profiling/compute/a40/*/*/mlp.csv",
           "vidur MLP profiling: F.linear GEMMs of fp16 models (the attn/mlp projections), "

@@ -55,6 +55,8 @@ from roofline.hardware.measured import GemmFit, Measured
 from roofline.tracing.records import OpRecord, Trace
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent / "data" / "kernels"))
+from aic import A100, TRTLLM_DEVICES, TRTLLM_LABEL
 from fit_gemm import ACTIVATION_BYTES, ELEMENT_BYTES, OUTPUT_BYTES, TABLES, Table
 
 DATA = Path(__file__).parent / "data" / "kernels"
@@ -199,8 +201,7 @@ def gemm_rows() -> list[list[str]]:
 def bmm_rows() -> list[list[str]]:
     rows = []
     for path in sorted(DATA.glob("bmm_aic_*_bf16.csv.gz")):
-        device = {"h100_sxm": "H100 SXM", "h200_sxm": "H200 SXM", "l40s": "L40S",
-                  "b200": "B200", "gb200_per_gpu": "GB200 (per GPU)"}[
+        device = {d.file: d.device for d in TRTLLM_DEVICES}[
             path.name.removeprefix("bmm_aic_").removesuffix("_bf16.csv.gz")]
         header, data = _rows(path.name)
         b, m, n, k, measured = (data[:, header.index(c)].astype(float)
@@ -214,15 +215,10 @@ def bmm_rows() -> list[list[str]]:
     return rows
 
 
-#: AIConfigurator's context-attention tables (``extract_aic_attention.py``): device, engine.
-ATTENTION_TABLES = {"h100_sxm": ("H100 SXM", "TensorRT-LLM 1.3.0rc20"),
-                    "h200_sxm": ("H200 SXM", "TensorRT-LLM 1.3.0rc20"),
-                    "b200": ("B200", "TensorRT-LLM 1.3.0rc20"),
-                    "gb200_per_gpu": ("GB200 (per GPU)", "TensorRT-LLM 1.3.0rc20"),
-                    "b300": ("B300", "TensorRT-LLM 1.3.0rc20"),
-                    "gb300_per_gpu": ("GB300 (per GPU)", "TensorRT-LLM 1.3.0rc20"),
-                    "l40s": ("L40S", "TensorRT-LLM 1.3.0rc20"),
-                    "a100_sxm_80gb": ("A100 SXM 80GB", "vLLM 0.14.0 (FlashAttention-2)")}
+#: AIConfigurator's context-attention tables (``extract_aic_attention.py``): file name ->
+#: (device, engine)
+ATTENTION_TABLES = {**{d.file: (d.device, TRTLLM_LABEL) for d in TRTLLM_DEVICES},
+                    A100.file: (A100.device, "vLLM 0.14.0 (FlashAttention-2)")}
 #: Shapes with at least this many FLOPs: where the kernel, not its fixed cost, sets the time.
 LARGE_ATTENTION_FLOPS = 1e11
 

@@ -23,19 +23,13 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from aic import A100, COMMIT, TRTLLM, TRTLLM_DEVICES
 
-COMMIT = "095f58a51c4ca8e61b66ec108d86f223f8d559ce"
 PATH = ("aic-core/src/aiconfigurator_core/systems/data/{dir}/attention/{fw}/"
         "context_attention_perf.parquet")
-#: AIConfigurator's folder -> (framework/version, kernel_source, file name)
-TABLES = {"h100_sxm": ("trtllm/1.3.0rc20", "torch_flow", "h100_sxm"),
-          "h200_sxm": ("trtllm/1.3.0rc20", "torch_flow", "h200_sxm"),
-          "b200_sxm": ("trtllm/1.3.0rc20", "torch_flow", "b200"),
-          "gb200": ("trtllm/1.3.0rc20", "torch_flow", "gb200_per_gpu"),
-          "b300_sxm": ("trtllm/1.3.0rc20", "torch_flow", "b300"),
-          "gb300": ("trtllm/1.3.0rc20", "torch_flow", "gb300_per_gpu"),
-          "l40s": ("trtllm/1.3.0rc20", "torch_flow", "l40s"),
-          "a100_sxm": ("vllm/0.14.0", "vllm_flash_attn", "a100_sxm_80gb")}
+#: AIConfigurator's folder -> (framework/version, kernel_source, this project's file name)
+TABLES = {**{d.folder: (TRTLLM, "torch_flow", d.file) for d in TRTLLM_DEVICES},
+          A100.folder: ("vllm/0.14.0", "vllm_flash_attn", A100.file)}
 MAX_SHAPES = 300
 
 

@@ -33,17 +33,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from aic import COMMIT, TRTLLM, TRTLLM_DEVICES
 
-COMMIT = "095f58a51c4ca8e61b66ec108d86f223f8d559ce"
 ROOT = "aic-core/src/aiconfigurator_core/systems/data/{dir}/"
-PATH = ROOT + "gemm/trtllm/1.3.0rc20/gemm_perf.parquet"
-QUANT = ROOT + "quantize/trtllm/1.3.0rc20/{table}_perf.parquet"
-NAMES = {"h100_sxm": "h100_sxm", "h200_sxm": "h200_sxm", "b200_sxm": "b200",
-         "gb200": "gb200_per_gpu", "l40s": "l40s", "b300_sxm": "b300",
-         "gb300": "gb300_per_gpu"}
-DEVICES = {"h100_sxm": "H100 SXM", "h200_sxm": "H200 SXM", "b200_sxm": "B200",
-           "gb200": "GB200 (per GPU)", "l40s": "L40S", "b300_sxm": "B300",
-           "gb300": "GB300 (per GPU)"}
+PATH = ROOT + f"gemm/{TRTLLM}/gemm_perf.parquet"
+QUANT = ROOT + f"quantize/{TRTLLM}/{{table}}_perf.parquet"
+_BY_FOLDER = {d.folder: d for d in TRTLLM_DEVICES}
 DTYPES = {"fp8": "fp8", "bf16": "bfloat16", "nvfp4": "nvfp4"}
 #: The file suffix: the registry's name of the engine (nvfp4 runs on the fp4 units).
 SUFFIX = {"nvfp4": "fp4"}
@@ -61,7 +56,7 @@ def _static_fp8(repo: Path, device_dir: str, df: pd.DataFrame) -> pd.DataFrame:
     speed of light (latencies in ms)."""
     import roofline
 
-    spec = roofline.get_device(DEVICES[device_dir])
+    spec = roofline.get_device(_BY_FOLDER[device_dir].device)
     peak = spec.peak_flops_per_s("fp8", "matrix")
     assert peak is not None
     for table in ("computescale", "scale_matrix"):
@@ -92,11 +87,11 @@ def main() -> None:
     parser.add_argument("--repo", type=Path, required=True,
                         help="a clone of ai-dynamo/aiconfigurator")
     parser.add_argument("dtype", choices=sorted(DTYPES))
-    parser.add_argument("devices", nargs="+", choices=sorted(NAMES))
+    parser.add_argument("devices", nargs="+", choices=sorted(_BY_FOLDER))
     args = parser.parse_args()
     for device in args.devices:
         suffix = SUFFIX.get(args.dtype, args.dtype)
-        out = Path(__file__).parent / f"gemm_aic_{NAMES[device]}_{suffix}.csv.gz"
+        out = Path(__file__).parent / f"gemm_aic_{_BY_FOLDER[device].file}_{suffix}.csv.gz"
         table = extract(args.repo, device, args.dtype)
         table.to_csv(out, index=False, compression={"method": "gzip", "mtime": 0})
         print(f"{out.name}: {len(table)} shapes")
