@@ -42,9 +42,9 @@ Resolution, per figure:
   (tf32, fp8...), the device's own measured 16-bit share times the median ratio of that
   dtype's share to the 16-bit share over the vendor's devices measured in both (the same
   matrix units at the same power limit: held out, TF32 on NVIDIA GPUs is 3% off at the
-  median where the class median is 6% and up to 88%, ``benchmarks/kernels.py``); else the
-  class median share for that dtype; else the datasheet. None when the device has no
-  matrix peak for it.
+  median against 6% for the class median and 23% for the datasheet,
+  ``benchmarks/kernels.py``); else the class median share for that dtype; else the
+  datasheet. None when the device has no matrix peak for it.
 * ``vector(dtype)``: the measurement; else, for fp32, the median share of the measured
   devices of the same class and FP32 datapath design (:func:`fp32_datapath_class`: the
   vendor, the class, the FP32 lanes per compute unit the datasheet implies, and whether
