@@ -454,6 +454,7 @@ def matrix_ratio_rows() -> list[list[str]]:
         measured = spec.achievable.matrix_flops_per_s if spec.achievable else {}
         if own_16bit_share(spec) is None:
             continue
+        classes = class_defaults(o for o in shipped if o.name != spec.name)
         for dtype, m in measured.items():
             if dtype in SIXTEEN_BIT:
                 continue
@@ -462,8 +463,7 @@ def matrix_ratio_rows() -> list[list[str]]:
             others = [held if o.name == spec.name else o for o in shipped]
             figure = figures(held, population=others).matrix(dtype)
             ratio = figure.share if figure is not None and "ratio" in figure.source else None
-            default = class_defaults(o for o in shipped if o.name != spec.name).get(
-                (class_of(spec), "matrix", dtype))
+            default = classes.get((class_of(spec), "matrix", dtype))
             cells = [spec.name, dtype, f"{share:.0%}"]
             for other in (ratio, default.value if default else None):
                 cells += ["-", "-"] if other is None else [f"{other:.0%}",

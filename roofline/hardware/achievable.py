@@ -434,16 +434,15 @@ def _matrix_samples(spec: DeviceSpec, achievable: Achievable,
                     ) -> Iterator[tuple[tuple[str, str, str], float]]:
     """A device's matrix and attention shares of the datasheet, by class, and its other
     dtypes' shares over its own 16-bit share, by vendor and kind."""
-    cls = class_of(spec)
+    cls, base = class_of(spec), own_16bit_share(spec)
     for dtype, m in achievable.matrix_flops_per_s.items():
-        yield (cls, "matrix", dtype), m.value / spec.matrix_flops_per_s[dtype]
+        share = m.value / spec.matrix_flops_per_s[dtype]
+        yield (cls, "matrix", dtype), share
+        if base is not None and dtype not in SIXTEEN_BIT:
+            yield (f"{spec.vendor} {_KIND_LABEL[spec.kind]}", "matrix ratio", dtype), \
+                share / base[1]
     for dtype, m in achievable.attention_flops_per_s.items():
         yield (cls, "attention", dtype), m.value / spec.matrix_flops_per_s[dtype]
-    base = own_16bit_share(spec)
-    for dtype, m in achievable.matrix_flops_per_s.items():
-        if base is not None and dtype not in SIXTEEN_BIT:
-            yield ((f"{spec.vendor} {_KIND_LABEL[spec.kind]}", "matrix ratio", dtype),
-                   m.value / spec.matrix_flops_per_s[dtype] / base[1])
 
 
 def _layer_norm_samples(spec: DeviceSpec) -> Iterator[tuple[tuple[str, str, str], float]]:
@@ -567,8 +566,10 @@ class Figures:
         median ratio between the two (None: not a dtype it applies to, or no figure)."""
         spec = self._spec
         base = own_16bit_share(spec) if key not in SIXTEEN_BIT else None
+        if base is None:
+            return None
         ratio = self._default("matrix ratio", key, f"{spec.vendor} {_KIND_LABEL[spec.kind]}")
-        if base is None or ratio is None:
+        if ratio is None:
             return None
         share = base[1] * ratio.value
         return Figure(spec.matrix_flops_per_s[key] * share, share, "class default",
