@@ -136,6 +136,17 @@ def test_layer_norm_waits_two_rounds_per_block_width_of_its_row() -> None:
     assert dependent_loads(double.ops[_norm_ops(double)[0]], "NVIDIA") is None
 
 
+
+def test_rms_norm_waits_as_layer_norm_does() -> None:
+    """RMS norm runs layer norm's kernels (rms_norm=true): two loops of 128 threads x 4
+    elements over each 4,096-wide row, forward and backward."""
+    norm = torch.nn.RMSNorm(4096, device="meta", dtype=torch.bfloat16)
+    x = torch.empty(2, 4096, dtype=torch.bfloat16, device="meta", requires_grad=True)
+    t = roofline.trace(lambda x: norm(x).sum().backward(), x, fake=True)
+    fwd, bwd = (op for op in t.ops if "_fused_rms_norm" in op.name)
+    assert dependent_loads(fwd, "NVIDIA") == 2 * 8  # 4,096 / 512 = 8 loads per loop
+    assert dependent_loads(bwd, "NVIDIA") == 2 * 8
+
 def test_a_layer_norm_of_few_rows_waits_on_latency_not_bandwidth() -> None:
     t = _layer_norm(1, 2560)
     i = _norm_ops(t)[0]

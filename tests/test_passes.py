@@ -1,4 +1,4 @@
-"""The passes PyTorch's GPU softmax and layer-norm kernels make (analysis/passes.py, issue 23
+"""The passes PyTorch's GPU softmax and norm kernels make (analysis/passes.py, issue 23
 item 3): which rows are read more than once, by the rules of SoftMax.cu and
 layer_norm_kernel.cu, and what that adds to an analysis on a GPU (nothing on a CPU)."""
 
@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 import roofline
-from roofline.analysis.passes import extra
+from roofline.analysis.passes import extra, pattern
 
 
 def _ops(fn, *inputs: torch.Tensor, train: bool = False) -> dict[str, object]:  # type: ignore[no-untyped-def]
@@ -64,6 +64,23 @@ def test_layer_norm_weight_gradients_reread_the_input_and_gradient() -> None:
     assert extra(without[name]) == (0, 0)  # type: ignore[arg-type]
     assert extra(with_weight["aten.native_layer_norm.default"]) == (0, 0)  # type: ignore[arg-type]
 
+
+
+def test_rms_norm_runs_layer_norms_kernels() -> None:
+    """``_fused_rms_norm`` is layer norm's forward kernel (rms_norm=true), so it streams at
+    the layer_norm figure; its backward's weight gradient is layer norm's column
+    reduction: grad_out and input read again (2 x 32 x 768 x 4 B), one more kernel."""
+    x = torch.randn(32, 768, requires_grad=True)
+    g = torch.randn(32, 768)
+    with_weight = _ops(lambda x: (nn.RMSNorm(768)(x) * g).sum(), x, train=True)
+    without = _ops(lambda x: (nn.RMSNorm(768, elementwise_affine=False)(x) * g).sum(), x,
+                   train=True)
+    forward, backward = "aten._fused_rms_norm.default", "aten._fused_rms_norm_backward.default"
+    assert extra(with_weight[backward]) == (2 * 32 * 768 * 4, 1)  # type: ignore[arg-type]
+    assert extra(without[backward]) == (0, 0)  # type: ignore[arg-type]
+    assert extra(with_weight[forward]) == (0, 0)  # type: ignore[arg-type]
+    assert pattern(with_weight[forward]) == "layer_norm"  # type: ignore[arg-type]
+    assert pattern(with_weight[backward]) is None  # type: ignore[arg-type]
 
 def test_a_gpu_analysis_adds_the_passes_and_a_cpu_one_does_not() -> None:
     """One 8192 x 50257 fp32 log-softmax: 2 x 8192 x 50257 x 4 B more on the A100 (its

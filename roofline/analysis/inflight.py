@@ -51,6 +51,8 @@ row-wise kernels follow ``layer_norm_kernel.cu`` (pytorch/pytorch@0005c538e468):
 * ``native_layer_norm_backward``'s input gradient (``layer_norm_grad_input_kernel_vectorized``,
   the same block per row) makes the same two loops over the input, the output gradient
   and the weight. Its weight and bias gradients are another kernel, not counted here.
+* RMS norm's ``_fused_rms_norm`` and its backward run these same kernels
+  (:mod:`roofline.analysis.passes`).
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ import math
 from collections.abc import Callable
 from typing import TypeVar
 
+from roofline.analysis.passes import LAYER_NORM_BACKWARD, LAYER_NORM_FORWARD
 from roofline.tracing.records import OpRecord
 
 InFlight = Callable[[OpRecord, int], "float | None"]
@@ -71,7 +74,6 @@ F = TypeVar("F", InFlight, Rounds)
 ROW_THREADS = {"NVIDIA": 128, "AMD": 1024}
 #: Elements a layer-norm thread loads at once (``vec_size``, every dtype).
 LAYER_NORM_VECTOR = 4
-_LAYER_NORM = ("aten.native_layer_norm.default", "aten.native_layer_norm_backward.default")
 _VECTORIZED = ("float32", "float16", "bfloat16")
 
 #: Thread blocks resident per SM in the modelled kernels (flash_api.cpp: "we're using
@@ -152,10 +154,12 @@ def _attention(op: OpRecord, sms: int) -> float | None:
     return float(min(blocks, slots) * keys * d * size)  # one K or V tile per block
 
 
-@register_rounds(*_LAYER_NORM)
+@register_rounds(*LAYER_NORM_FORWARD, *LAYER_NORM_BACKWARD)
 def _layer_norm(op: OpRecord, threads: int) -> int | None:
-    # rows: the per-row mean (forward: output 1; backward: input 2); the rest is one row
-    stats = op.output_shapes[1:2] if op.name == _LAYER_NORM[0] else op.input_shapes[2:3]
+    # rows: a per-row statistic (forward: output 1, the mean or RMS norm's rstd; backward:
+    # input 2, the same), the rest is one row
+    forward = op.name in LAYER_NORM_FORWARD
+    stats = op.output_shapes[1:2] if forward else op.input_shapes[2:3]
     if not stats or not op.input_shapes or not op.input_shapes[0]:
         return None
     rows, elements = math.prod(stats[0]), math.prod(op.input_shapes[0])

@@ -56,11 +56,11 @@ class Options:
         channels-first model on an NVIDIA GPU (recorded by the capture as ``layout`` ops);
         ``False`` costs them at zero.
     kernel_passes : bool
-        On a GPU, cost softmax, log-softmax and layer-norm backward with the passes
-        PyTorch's CUDA kernels make over rows that do not fit on chip, and their extra
-        kernels, and layer norm's forward at the bandwidth its block-per-row kernel was
-        measured to stream at (``roofline.analysis.passes``); ``False``: each input read
-        once, at the bandwidth of its access pattern.
+        On a GPU, cost softmax, log-softmax and layer- and RMS-norm backward with the
+        passes PyTorch's CUDA kernels make over rows that do not fit on chip, and their
+        extra kernels, and layer (and fused RMS) norm's forward at the bandwidth its
+        block-per-row kernel was measured to stream at (``roofline.analysis.passes``);
+        ``False``: each input read once, at the bandwidth of its access pattern.
     gemm_shapes : bool
         Cost matmuls (``mm``, ``addmm``, ``bmm``...) with the GEMM time model fitted to the
         device's measured per-shape table, or its class's (``roofline.analysis.gemm``);

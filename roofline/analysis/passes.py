@@ -18,21 +18,31 @@ the op into more kernels. From ``aten/src/ATen/native/cuda/SoftMax.cu``
 * ``native_layer_norm_backward`` with a weight: besides the input-gradient kernel, the
   weight and bias gradients are a column reduction in a kernel of its own that reads the
   output gradient and the input again.
+* RMS norm (``_fused_rms_norm`` and ``_fused_rms_norm_backward``): "RMSNorm is implemented
+  by reusing layer_norm's kernels" (``_fused_rms_norm_cuda``): ``RmsNormKernelImpl`` runs
+  ``vectorized_layer_norm_kernel<T, T_ACC, rms_norm=true>`` with layer norm's launch, and
+  ``RMSNormBackwardKernelImpl`` layer norm's backward, whose weight gradient is the same
+  column reduction (``layer_norm_kernel.cu`` at cyyever/pytorch@0660972b2e90, a fork
+  of pytorch/pytorch's main branch; the indexed pytorch/pytorch snapshots predate RMS norm).
+  So each follows its layer-norm kernel here.
 
 Reductions over an inner dimension (not the last) use the spatial kernels, which read each
 element once per pass too; they are left at one pass.
 
 Beyond its bytes, one kernel streams slower than its access pattern:
-``native_layer_norm``'s forward launches one block of 128 threads per row
+``native_layer_norm``'s forward (and RMS norm's) launches one block of 128 threads per row
 (``vectorized_layer_norm_kernel``: ``num_threads()`` is four warps, ``thread_constants.h``),
 which reads its row, reduces it block-wide, then reads it again and writes. Measured, it
 moves its compulsory bytes at 56-73% of the copy stream (vidur's phi-2 profiles on the
 A100, H100 and A40, fp16 rows 2,560 wide; applied to every dtype and width): :func:`pattern`
 sends it to the ``layer_norm`` bandwidth figure
 (:meth:`roofline.hardware.achievable.Figures.bandwidth`). Its backward (the same block per
-row for the input gradient) and RMS norm's fused kernels (``_fused_rms_norm`` and its
-backward, :mod:`roofline.tracing.norms`) are not measured and keep the pattern of their
-bytes. Rows too few to hide the latency of layer norm's loads are
+row for the input gradient) is not measured and keeps the pattern of its bytes. RMS norm
+is fused this way only where the trace records ``_fused_rms_norm``
+(:mod:`roofline.tracing.norms`); a hand-written RMS norm (Meta's reference, Hugging Face's
+``LlamaRMSNorm``) stays the elementwise ops it calls. On Hopper and Blackwell with the CuTe
+DSL installed, torch 2.13 routes RMS norm to quack's kernels instead, which are not
+modelled. Rows too few to hide the latency of layer norm's loads are
 :mod:`roofline.analysis.inflight`'s (dependent loads).
 """
 
@@ -53,14 +63,17 @@ _SIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
 _FORWARD = {"aten._softmax.default", "aten._log_softmax.default"}
 _BACKWARD = {"aten._softmax_backward_data.default": "softmax",
              "aten._log_softmax_backward_data.default": "log_softmax"}
-_LAYER_NORM_BACKWARD = "aten.native_layer_norm_backward.default"
-_LAYER_NORM = "aten.native_layer_norm.default"
+#: The forward and backward ops of each norm that runs layer_norm_kernel.cu's kernels.
+LAYER_NORM_FORWARD = ("aten.native_layer_norm.default", "aten._fused_rms_norm.default")
+LAYER_NORM_BACKWARD = ("aten.native_layer_norm_backward.default",
+                       "aten._fused_rms_norm_backward.default")
 
 
 def pattern(op: OpRecord) -> Literal["layer_norm"] | None:
     """The measured bandwidth figure the op's PyTorch GPU kernel streams at, where its
-    bytes' access pattern does not say it: ``"layer_norm"`` for layer norm's forward."""
-    return "layer_norm" if op.name == _LAYER_NORM else None
+    bytes' access pattern does not say it: ``"layer_norm"`` for layer norm's forward and
+    RMS norm's (the same kernel)."""
+    return "layer_norm" if op.name in LAYER_NORM_FORWARD else None
 
 
 def _row(op: OpRecord, dim_arg: int) -> tuple[int, int, int] | None:
@@ -107,9 +120,9 @@ def extra(op: OpRecord) -> tuple[int, int]:
         if kind == "softmax":  # tmp = grad * output: 2 reads, 1 write, then tmp is read
             return 3 * elements * size + (elements * size if long_rows else 0), 1
         return (elements * size if long_rows else 0), 0
-    if op.name == _LAYER_NORM_BACKWARD and len(op.output_shapes) > 1 \
+    if op.name in LAYER_NORM_BACKWARD and len(op.output_shapes) > 1 \
             and op.output_shapes[1] and op.input_shapes and op.dtype in _SIZE:
-        # outputs (grad_input, grad_weight, grad_bias): the weight and bias gradients read
-        # grad_out and input again
+        # outputs (grad_input, grad_weight[, grad_bias]): the weight (and bias) gradients
+        # read grad_out and input again
         return 2 * math.prod(op.input_shapes[0]) * _SIZE[op.dtype], 1
     return 0, 0

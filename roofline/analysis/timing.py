@@ -562,7 +562,7 @@ def _pattern(op: OpRecord, spec: DeviceSpec, opts: Options) -> BandwidthPattern:
 
 def _with_passes(trace: Trace, nbytes: np.ndarray, kernels: np.ndarray, rates: Rates,
                  ) -> tuple[np.ndarray, np.ndarray]:
-    """Bytes and kernels with the extra passes of PyTorch's GPU softmax and layer-norm
+    """Bytes and kernels with the extra passes of PyTorch's GPU softmax and norm
     kernels (:mod:`roofline.analysis.passes`), and a note of how many ops have them."""
     nbytes, kernels = nbytes.copy(), kernels.copy()
     moved = 0
@@ -573,9 +573,9 @@ def _with_passes(trace: Trace, nbytes: np.ndarray, kernels: np.ndarray, rates: R
             kernels[i] += launches
             moved += more
     if moved:
-        rates.note(f"softmax and layer-norm kernels costed with the passes PyTorch's GPU "
+        rates.note(f"softmax and norm kernels costed with the passes PyTorch's GPU "
                    f"kernels make (rows too long for the chip read 3x, softmax backward's "
-                   f"extra multiply, layer-norm weight gradients re-read): "
+                   f"extra multiply, layer- and RMS-norm weight gradients re-read): "
                    f"{moved / 1e9:.3g} GB more (kernel_passes=False: one read)")
     return nbytes, kernels
 
