@@ -695,8 +695,10 @@ def _trace_notes(trace: Trace, nbytes: np.ndarray) -> list[str]:
                      "native_dropout kernel each, keeping a 1-byte mask for backward")
     if norms := info.fused_rms_norm_calls:
         notes.append(f"RMS norm calls ({norms}) were traced as CUDA runs them: one fused "
-                     "_fused_rms_norm kernel each, and one _fused_rms_norm_backward; the CPU "
-                     "runs them as about six ops each way")
+                     "_fused_rms_norm kernel each, and one _fused_rms_norm_backward (ATen's "
+                     "layer-norm kernels; torch's quack kernels, taken on Hopper and Blackwell "
+                     "when the CuTe DSL is installed, are not modelled); the CPU runs them as "
+                     "about six ops each way")
     if softmaxes := info.fused_softmax_calls:
         notes.append(f"softmax calls with an fp32 dtype over fp16 tensors ({softmaxes}) were "
                      "traced as CUDA runs them: one kernel reading fp16 and writing fp32, where "
