@@ -146,6 +146,12 @@ def test_rms_norm_waits_as_layer_norm_does() -> None:
     fwd, bwd = (op for op in t.ops if "_fused_rms_norm" in op.name)
     assert dependent_loads(fwd, "NVIDIA") == 2 * 8  # 4,096 / 512 = 8 loads per loop
     assert dependent_loads(bwd, "NVIDIA") == 2 * 8
+    # the input needs no gradient: only the weight's column reduction runs, no row blocks
+    leaf = torch.empty(2, 4096, dtype=torch.bfloat16, device="meta")
+    t = roofline.trace(lambda x: norm(x).sum().backward(), leaf, fake=True)
+    (bwd,) = (op for op in t.ops if op.name == "aten._fused_rms_norm_backward.default")
+    assert bwd.output_shapes == ((4096,),)
+    assert dependent_loads(bwd, "NVIDIA") is None
 
 def test_a_layer_norm_of_few_rows_waits_on_latency_not_bandwidth() -> None:
     t = _layer_norm(1, 2560)

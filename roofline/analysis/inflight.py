@@ -50,7 +50,8 @@ row-wise kernels follow ``layer_norm_kernel.cu`` (pytorch/pytorch@0005c538e468):
   ``threads x 4`` elements of the row.
 * ``native_layer_norm_backward``'s input gradient (``layer_norm_grad_input_kernel_vectorized``,
   the same block per row) makes the same two loops over the input, the output gradient
-  and the weight. Its weight and bias gradients are another kernel, not counted here.
+  and the weight. Its weight and bias gradients are another kernel, not counted here;
+  where no input gradient is asked for, only that kernel runs, and there are no rounds.
 * RMS norm's ``_fused_rms_norm`` and its backward run these same kernels
   (:mod:`roofline.analysis.passes`).
 """
@@ -162,6 +163,9 @@ def _layer_norm(op: OpRecord, threads: int) -> int | None:
     stats = op.output_shapes[1:2] if forward else op.input_shapes[2:3]
     if not stats or not op.input_shapes or not op.input_shapes[0]:
         return None
+    if not forward and (len(op.input_shapes) < 2 or not op.output_shapes
+                        or op.output_shapes[0] != op.input_shapes[1]):
+        return None  # no input gradient (output 0): the block-per-row kernel is not launched
     rows, elements = math.prod(stats[0]), math.prod(op.input_shapes[0])
     if rows == 0 or elements == 0:
         return 0
