@@ -43,6 +43,7 @@ from torch import nn
 import roofline
 from roofline.hardware.achievable import (
     GEMM_DEFAULT_DTYPES,
+    POWER_EXPONENT,
     SIXTEEN_BIT,
     class_defaults,
     class_of,
@@ -472,6 +473,48 @@ def matrix_ratio_rows() -> list[list[str]]:
     return rows
 
 
+#: The power rule's exponent and the ones printed beside it (0: the parts' median share).
+EXPONENTS = (POWER_EXPONENT, 0.25, 0.5, 0.0)
+
+
+def _watts_per_tflops(spec: roofline.DeviceSpec, dtype: str) -> float:
+    return (spec.tdp_watts or 0.0) / (spec.matrix_flops_per_s[dtype] / 1e12)
+
+
+def power_rule_rows() -> list[list[str]]:
+    """Each GPU with a measured 16-bit matrix share and a TDP, and measured parts of the
+    same vendor and ISA besides: its share held out, from the others by the power rule
+    (the library's figure, exponent 1/3), and by exponents 1/4, 1/2 and 0 (the others'
+    median share), against the median share of the other measured devices of its class
+    and the datasheet."""
+    rows = []
+    shipped = [s for s in roofline.list_devices() if s.kind == "gpu"]
+    measured = {s.name: (s, own) for s in shipped if s.isa and s.tdp_watts
+                and (own := own_16bit_share(s)) is not None}
+    for name, (spec, (dtype, share)) in measured.items():
+        peers = [(p, own) for n, (p, own) in measured.items()
+                 if n != name and p.vendor == spec.vendor and p.isa == spec.isa]
+        if not peers:
+            continue
+        held = _without(_without(spec, "bf16"), "fp16")
+        others = [held if o.name == name else o for o in shipped]
+        figure = figures(held, population=others).matrix(dtype)
+        assert figure is not None and figure.source.startswith("power rule")
+        watts = _watts_per_tflops(spec, dtype)
+        ratios = [figure.value / spec.matrix_flops_per_s[dtype] / share - 1]
+        for exponent in EXPONENTS[1:]:
+            predicted = statistics.median(
+                s * (watts / _watts_per_tflops(p, d)) ** exponent for p, (d, s) in peers)
+            ratios.append(predicted / share - 1)
+        default = class_defaults(o for o in shipped if o.name != name).get(
+            (class_of(spec), "matrix", dtype))
+        cells = [f"{r:+.0%}" for r in ratios]
+        cells.append(f"{default.value / share - 1:+.0%}" if default else "-")
+        rows.append([name, spec.isa or "", f"{watts:.2f}", str(len(peers)), f"{share:.0%}",
+                     *cells, f"{1 / share - 1:+.0%}"])
+    return rows
+
+
 def table(header: Sequence[str], rows: list[list[str]]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
     line = "| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |"
@@ -510,6 +553,20 @@ def main() -> int:
               f"{np.percentile(errs[0], 90):.0%}, {len(errs[0])} devices); class median "
               f"{statistics.median(errs[1]):.1%} (p90 {np.percentile(errs[1], 90):.0%}, "
               f"{len(errs[1])}); datasheet {statistics.median(errs[2]):.1%}")
+    power = power_rule_rows()
+    print("\n16-bit matrix peak share from the power rule (measured: the registry's figures), "
+          "each GPU's held out: the median over the other measured parts of its vendor and "
+          "ISA of their share x (this part's W per TFLOP/s / theirs)^e, e = 1/3 (the "
+          "library's), 1/4, 1/2 and 0 (their median share), against the median share of the "
+          "other measured devices of its class (the rule before; '-': none, the datasheet "
+          "then) and the datasheet (error: predicted / measured - 1)\n")
+    print(table(["device", "ISA", "W per TFLOP/s", "parts", "measured", "e = 1/3", "e = 1/4",
+                 "e = 1/2", "e = 0", "class median", "datasheet"], power))
+    for i, label in enumerate(("e = 1/3", "e = 1/4", "e = 1/2", "e = 0", "class median",
+                               "datasheet"), start=5):
+        off = [abs(float(r[i].rstrip("%")) / 100) for r in power if r[i] != "-"]
+        print(f"{label}: median |error| {statistics.median(off):.1%}, p90 "
+              f"{np.percentile(off, 90):.1%}, max {max(off):.1%} ({len(off)} devices)")
     print("\nBatched GEMM (AIConfigurator's MLA bmm; not fitted: the device's GEMM fit)\n")
     print(table(["device", "dtype", "shapes", "datasheet", "tiles", "fitted", "bias"],
                 bmm_rows()))

@@ -141,6 +141,8 @@ def _class_table() -> list[str]:
             median = f"{default.value:.0%} of copy"
         elif figure == "matrix ratio":
             median = f"{default.value:.3f} x the 16-bit share"
+        elif figure == "matrix power":
+            median = f"{default.value:.3f} x (W per TFLOP/s)^(1/3)"
         else:
             median = format_quantity(default.value, "seconds")
         label = f"{figure} {key}".strip()
@@ -211,6 +213,8 @@ def _details(spec: DeviceSpec) -> list[str]:
         chip.append(f"boost {format_quantity(spec.boost_clock_hz, 'hz')}")
     if spec.tdp_watts is not None:
         chip.append(f"TDP {format_quantity(spec.tdp_watts, 'watts')}")
+    if spec.isa is not None:
+        chip.append(f"ISA `{spec.isa}`")
     if chip:
         items.append("- Chip: " + ", ".join(chip))
     if spec.interconnect is not None:
@@ -268,7 +272,12 @@ def render_devices_markdown() -> str:
         "applied to the devices of the class that have no measurement of their own. A",
         "\"matrix ratio\" is the median ratio of a dtype's share to the 16-bit share over the",
         "vendor's devices measured in both: a device measured in 16-bit only takes its own",
-        "16-bit share times it, before its class's median share of that dtype.",
+        "16-bit share times it, before its class's median share of that dtype. A \"matrix",
+        "power\" default is the power rule of the vendor's parts of one ISA: each measured",
+        "part's 16-bit share over the cube root of its board power per TFLOP/s of that peak,",
+        "median; a part of the ISA with no 16-bit measurement takes it times the cube root of",
+        "its own, before its class's median share (a power-capped clock goes as the cube root",
+        "of the power).",
         "",
         *_class_table(),
         "",

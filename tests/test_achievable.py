@@ -197,6 +197,56 @@ def test_the_ratio_rule_on_a_made_up_population() -> None:
     assert "ratio" not in median.source
 
 
+
+def test_a_part_with_no_matrix_measurement_takes_the_power_rule_of_its_isa() -> None:
+    """The A100 PCIe 80GB (sm_80, 300 W, 312 TFLOPS bf16) from the measured sm_80 parts, by
+    hand from the registry's figures: A100 PCIe 40GB 234.14 / 312 at 250 W, A100 SXM 40GB
+    and 80GB 271.2 / 312 at 400 W, each times (300 / 312 over its W per TFLOP/s)^(1/3);
+    the median is the SXM parts'."""
+    own = 300 / 312
+    carried = [234.14 / 312 * (own / (250 / 312)) ** (1 / 3),
+               271.2 / 312 * (own / (400 / 312)) ** (1 / 3),
+               271.2 / 312 * (own / (400 / 312)) ** (1 / 3)]
+    fig = figures(get_device("A100 PCIe 80GB")).matrix("bf16")
+    assert fig is not None and fig.origin == "class default"
+    assert fig.share == pytest.approx(statistics.median(carried))
+    assert fig.value == pytest.approx(312e12 * statistics.median(carried))
+    assert fig.source.startswith("power rule") and "3 measured NVIDIA sm_80" in fig.source
+    # a measured part keeps its own figure
+    assert figures(get_device("A100 PCIe 40GB")).matrix("bf16").origin == "measured"  # type: ignore[union-attr]
+    # a what-if keeps the share: its TDP scales with its peaks
+    twice = get_device("A100 PCIe 80GB").scaled(flops_factor=2.0)
+    assert twice.tdp_watts == 600
+    assert figures(twice).matrix("bf16").share == pytest.approx(fig.share)  # type: ignore[union-attr]
+
+
+def test_the_power_rule_on_a_made_up_population() -> None:
+    """One part measured at 0.8 of 100 TFLOPS at 400 W (4 W per TFLOP/s): a part of its ISA
+    at 50 W (0.5 W per TFLOP/s, an eighth) takes 0.8 x (1/8)^(1/3) = 0.4; without an ISA,
+    a TDP, or a measured part of the same ISA, the class median (0.8) instead."""
+    def gpu(name: str, watts: float | None, isa: str | None = "sm_90",
+            bf16: float | None = None) -> DeviceSpec:
+        fields: dict[str, Any] = {"tdp_watts": f"{watts} W"} if watts else {}
+        if isa:
+            fields.update(isa=isa, sources={"compute": "https://x.test", "isa": "https://x.test"})
+        return hbm_gpu(name, bf16_tflops=bf16, **fields)
+
+    population = [gpu("A", 400, bf16=80), gpu("B", 50)]
+    low = figures(population[1], population=population).matrix("bf16")
+    assert low is not None and low.share == pytest.approx(0.4)
+    assert low.source.startswith("power rule") and "1 measured Test sm_90 device (A)" in low.source
+    for other in (gpu("C", None), gpu("D", 50, isa=None), gpu("E", 50, isa="sm_80")):
+        fig = figures(other, population=[*population, other]).matrix("bf16")
+        assert fig is not None and fig.share == pytest.approx(0.8)
+        assert not fig.source.startswith("power rule")
+
+
+def test_an_isa_needs_its_source() -> None:
+    with pytest.raises(DeviceSpecError, match=r"isa 'sm_90' has no source"):
+        hbm_gpu("X", isa="sm_90")
+    with pytest.raises(DeviceSpecError, match="isa"):
+        hbm_gpu("Y", isa="volta", sources={"compute": "https://x.test", "isa": "https://x.test"})
+
 def _attention_rate(name: str) -> tuple[float, int]:
     """The median over a shipped AIConfigurator attention table's shapes of at least 1e11
     FLOPs of FLOPs over time, the FLOPs by hand: two matmuls of 2 FLOPs per multiply-add

@@ -43,8 +43,14 @@ Resolution, per figure:
   dtype's share to the 16-bit share over the vendor's devices measured in both (the same
   matrix units at the same power limit: held out, TF32 on NVIDIA GPUs is 3% off at the
   median against 6% for the class median and 23% for the datasheet,
-  ``benchmarks/kernels.py``); else the class median share for that dtype; else the
-  datasheet. None when the device has no matrix peak for it.
+  ``benchmarks/kernels.py``); else, for bf16/fp16 on a device with an ISA
+  (``DeviceSpec.isa``) and a TDP, the *power rule*: the median over the measured parts of
+  its vendor and ISA (one SM design and process: the same energy per matrix FLOP) of their
+  16-bit share times (its board power per TFLOP/s of the peak over theirs) ^
+  :data:`POWER_EXPONENT` (a power-capped clock goes as the cube root of the power; held out
+  over 18 parts, 4.0% off at the median against 8.0% for the class median); else the class
+  median share for that dtype; else the datasheet. None when the device has no matrix peak
+  for it.
 * ``vector(dtype)``: the measurement; else, for fp32, the median share of the measured
   devices of the same class and FP32 datapath design (:func:`fp32_datapath_class`: the
   vendor, the class, the FP32 lanes per compute unit the datasheet implies, and whether
@@ -109,6 +115,12 @@ __all__ = [
 ]
 
 Origin = Literal["measured", "class default", "datasheet"]
+
+#: The power rule's exponent: dynamic power goes as C V^2 f, and over the DVFS range the
+#: voltage rises about in proportion to the clock, so a power-capped clock, and the matrix
+#: rate with it, goes as the cube root of the power per FLOP/s. Set from that relation, not
+#: fitted (benchmarks/kernels.py reports 1/4 and 1/2 beside it).
+POWER_EXPONENT = 1 / 3
 
 #: A measured sustained clock below this share of the rated boost marks the device power-
 #: (or thermally) capped: more than one 15 MHz clock step below the boost at ~1.5 GHz.
@@ -365,6 +377,19 @@ def own_16bit_share(spec: DeviceSpec) -> tuple[str, float] | None:
     return None
 
 
+def _power_pool(spec: DeviceSpec) -> str | None:
+    """The devices whose power rule a device shares (its vendor and ISA, e.g. ``"NVIDIA
+    sm_90"``); None without an ISA or a TDP."""
+    if spec.isa is None or not spec.tdp_watts:
+        return None
+    return f"{spec.vendor} {spec.isa}"
+
+
+def _watts_per_tflops(spec: DeviceSpec, dtype: str) -> float:
+    """Board power per TFLOP/s of the ``dtype`` matrix peak."""
+    return (spec.tdp_watts or 0.0) / (spec.matrix_flops_per_s[dtype] / 1e12)
+
+
 def class_defaults(population: Iterable[DeviceSpec]) -> dict[tuple[str, str, str], ClassDefault]:
     """Class defaults from the measured members of ``population``.
 
@@ -435,6 +460,9 @@ def _matrix_samples(spec: DeviceSpec, achievable: Achievable,
     """A device's matrix and attention shares of the datasheet, by class, and its other
     dtypes' shares over its own 16-bit share, by vendor and kind."""
     cls, base = class_of(spec), own_16bit_share(spec)
+    if base is not None and (pool := _power_pool(spec)) is not None:
+        yield (pool, "matrix power", "16-bit"), \
+            base[1] / _watts_per_tflops(spec, base[0]) ** POWER_EXPONENT
     for dtype, m in achievable.matrix_flops_per_s.items():
         share = m.value / spec.matrix_flops_per_s[dtype]
         yield (cls, "matrix", dtype), share
@@ -552,6 +580,8 @@ class Figures:
             return _measured(m, method, share, "flops", name, value=peak * share)
         if (ratio := self._ratio(key)) is not None:
             return ratio
+        if (power := self._power(key)) is not None:
+            return power
         default = self._default("matrix", key)
         if default is not None:
             return Figure(peak * default.value, default.value, "class default",
@@ -560,6 +590,24 @@ class Figures:
         return Figure(peak, 1.0, "datasheet", f"matrix_flops_per_s[{key!r}]",
                       f"datasheet peak (no measured {key} matmul in class {self._class!r})",
                       "flops", name)
+
+    def _power(self, key: str) -> Figure | None:
+        """A 16-bit share from the measured parts of the device's ISA, each carried to the
+        device's power per FLOP/s by the power rule (None: another dtype, no ISA or TDP,
+        no measured part of the ISA)."""
+        spec = self._spec
+        pool = _power_pool(spec) if key in SIXTEEN_BIT else None
+        default = self._default("matrix power", "16-bit", pool) if pool else None
+        if default is None:
+            return None
+        watts = _watts_per_tflops(spec, key)
+        share = default.value * watts ** POWER_EXPONENT
+        return Figure(spec.matrix_flops_per_s[key] * share, share, "class default",
+                      f"power rule over the {default.description}",
+                      f"each measured {spec.isa} part's 16-bit share x (this part's "
+                      f"{watts:.3g} W per {key} TFLOP/s / its own)^(1/3), median (a "
+                      "power-capped clock goes as the cube root of power)", "flops",
+                      f"matrix {key}")
 
     def _ratio(self, key: str) -> Figure | None:
         """``key``'s share from the device's own measured 16-bit share and the vendor's

@@ -163,6 +163,12 @@ class DeviceSpec(BaseModel):
     compute_units: int | None = Field(None, gt=0, description="SMs / CUs / cores / TensorCores.")
     boost_clock_hz: Hertz | None = None
     tdp_watts: Watts | None = None
+    isa: str | None = Field(
+        None, pattern=r"^(sm_\d+|gfx[0-9a-f]+)$",
+        description="The instruction set its kernels are built for: NVIDIA's sm_<compute "
+        "capability> (e.g. 'sm_90'), AMD's LLVM target (e.g. 'gfx942'); its source is "
+        "sources['isa']. Parts of one ISA share an SM/CU design and process, so a matrix "
+        "FLOP costs them the same energy (roofline.hardware.achievable's power rule).")
     interconnect: Interconnect | None = None
     host_link: HostLink | None = None
     launch_overhead_seconds: Seconds = Field(
@@ -261,6 +267,13 @@ class DeviceSpec(BaseModel):
     @classmethod
     def _check_efficiency(cls, value: dict[str, float]) -> dict[str, float]:
         return check_efficiency(value)
+
+    @model_validator(mode="after")
+    def _check_isa_source(self) -> DeviceSpec:
+        if self.isa is not None and not self.sources.get("isa"):
+            raise ValueError(f"isa '{self.isa}' has no source: add sources['isa'] (the "
+                             "vendor's page that lists the part's compute capability or target)")
+        return self
 
     @model_validator(mode="after")
     def _check_sparse(self) -> DeviceSpec:
@@ -401,7 +414,8 @@ class DeviceSpec(BaseModel):
 
         Achievable figures keep their share of the datasheet: measured FLOP/s scale with the
         compute peaks, measured bandwidths with the bandwidth; launch overhead and DRAM
-        latency stay as measured.
+        latency stay as measured. ``tdp_watts`` scales with the compute peaks, so the power
+        per FLOP/s, and a matrix share derived from it, stay as they were.
 
         Raises
         ------

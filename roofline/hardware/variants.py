@@ -232,6 +232,10 @@ def scaled(before: SpecData, achievable: Achievable | None, *, flops: float = 1.
         data["compute_units"] = max(1, round(units * cores))
     if before["boost_clock_hz"] is not None:
         data["boost_clock_hz"] = before["boost_clock_hz"] * clock
+    if before["tdp_watts"] is not None:
+        # the power per FLOP/s stays, so a matrix share derived from it (achievable's
+        # power rule) keeps its value, as measured shares do
+        data["tdp_watts"] = before["tdp_watts"] * compute
     data = follow(data, Moves(bandwidth=bandwidth, clock=clock, flops=compute,
                               curve=flops * clock),
                   fp16_accumulate=before["fp16_accumulate_flops_per_s"], achievable=achievable)
