@@ -407,7 +407,9 @@ def class_defaults(population: Iterable[DeviceSpec]) -> dict[tuple[str, str, str
         figure),
         ``"matrix"`` and ``"attention"`` (key: dtype), ``"matrix ratio"`` (class: the
         vendor's devices of the kind, key: a dtype other than 16-bit; a ratio to the
-        device's own 16-bit share, :func:`own_16bit_share`), ``"vector"`` (class:
+        device's own 16-bit share, :func:`own_16bit_share`), ``"matrix power"`` (class: the
+        vendor and ISA, key ``"16-bit"``: a 16-bit share over the cube root of the part's
+        board power per TFLOP/s, the power rule), ``"vector"`` (class:
         :func:`fp32_datapath_class`, key ``"fp32"``), ``"launch"`` (class: the device kind,
         key ``"plain"`` or ``"graph"``),
         ``"latency"`` (class: the memory family, key ``""``) or a GEMM pool (key: the fit's
@@ -457,8 +459,9 @@ def _samples(spec: DeviceSpec, achievable: Achievable,
 
 def _matrix_samples(spec: DeviceSpec, achievable: Achievable,
                     ) -> Iterator[tuple[tuple[str, str, str], float]]:
-    """A device's matrix and attention shares of the datasheet, by class, and its other
-    dtypes' shares over its own 16-bit share, by vendor and kind."""
+    """A device's matrix and attention shares of the datasheet, by class, its other
+    dtypes' shares over its own 16-bit share, by vendor and kind, and that 16-bit share over
+    the cube root of its power per TFLOP/s, by vendor and ISA (the power rule)."""
     cls, base = class_of(spec), own_16bit_share(spec)
     if base is not None and (pool := _power_pool(spec)) is not None:
         yield (pool, "matrix power", "16-bit"), \
