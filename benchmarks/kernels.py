@@ -481,13 +481,15 @@ def _watts_per_tflops(spec: roofline.DeviceSpec, dtype: str) -> float:
     return (spec.tdp_watts or 0.0) / (spec.matrix_flops_per_s[dtype] / 1e12)
 
 
-def power_rule_rows() -> list[list[str]]:
+def power_rule_rows() -> tuple[list[list[str]], list[list[float | None]]]:
     """Each GPU with a measured 16-bit matrix share and a TDP, and measured parts of the
     same vendor and ISA besides: its share held out, from the others by the power rule
     (the library's figure, exponent 1/3), and by exponents 1/4, 1/2 and 0 (the others'
     median share), against the median share of the other measured devices of its class
-    and the datasheet."""
-    rows = []
+    and the datasheet. The table's rows, and per row the errors (predicted / measured - 1;
+    None: no class median) unrounded."""
+    rows: list[list[str]] = []
+    errors: list[list[float | None]] = []
     shipped = [s for s in roofline.list_devices() if s.kind == "gpu"]
     measured = {s.name: (s, own) for s in shipped if s.isa and s.tdp_watts
                 and (own := own_16bit_share(s)) is not None}
@@ -501,18 +503,18 @@ def power_rule_rows() -> list[list[str]]:
         figure = figures(held, population=others).matrix(dtype)
         assert figure is not None and figure.source.startswith("power rule")
         watts = _watts_per_tflops(spec, dtype)
-        ratios = [figure.value / spec.matrix_flops_per_s[dtype] / share - 1]
+        off: list[float | None] = [figure.value / spec.matrix_flops_per_s[dtype] / share - 1]
         for exponent in EXPONENTS[1:]:
             predicted = statistics.median(
                 s * (watts / _watts_per_tflops(p, d)) ** exponent for p, (d, s) in peers)
-            ratios.append(predicted / share - 1)
+            off.append(predicted / share - 1)
         default = class_defaults(o for o in shipped if o.name != name).get(
             (class_of(spec), "matrix", dtype))
-        cells = [f"{r:+.0%}" for r in ratios]
-        cells.append(f"{default.value / share - 1:+.0%}" if default else "-")
+        off += [default.value / share - 1 if default else None, 1 / share - 1]
+        errors.append(off)
         rows.append([name, spec.isa or "", f"{watts:.2f}", str(len(peers)), f"{share:.0%}",
-                     *cells, f"{1 / share - 1:+.0%}"])
-    return rows
+                     *("-" if e is None else f"{e:+.0%}" for e in off)])
+    return rows, errors
 
 
 def table(header: Sequence[str], rows: list[list[str]]) -> str:
@@ -553,7 +555,7 @@ def main() -> int:
               f"{np.percentile(errs[0], 90):.0%}, {len(errs[0])} devices); class median "
               f"{statistics.median(errs[1]):.1%} (p90 {np.percentile(errs[1], 90):.0%}, "
               f"{len(errs[1])}); datasheet {statistics.median(errs[2]):.1%}")
-    power = power_rule_rows()
+    power, power_errors = power_rule_rows()
     print("\n16-bit matrix peak share from the power rule (measured: the registry's figures), "
           "each GPU's held out: the median over the other measured parts of its vendor and "
           "ISA of their share x (this part's W per TFLOP/s / theirs)^e, e = 1/3 (the "
@@ -563,8 +565,8 @@ def main() -> int:
     print(table(["device", "ISA", "W per TFLOP/s", "parts", "measured", "e = 1/3", "e = 1/4",
                  "e = 1/2", "e = 0", "class median", "datasheet"], power))
     for i, label in enumerate(("e = 1/3", "e = 1/4", "e = 1/2", "e = 0", "class median",
-                               "datasheet"), start=5):
-        off = [abs(float(r[i].rstrip("%")) / 100) for r in power if r[i] != "-"]
+                               "datasheet")):
+        off = [abs(e) for row in power_errors if (e := row[i]) is not None]
         print(f"{label}: median |error| {statistics.median(off):.1%}, p90 "
               f"{np.percentile(off, 90):.1%}, max {max(off):.1%} ({len(off)} devices)")
     print("\nBatched GEMM (AIConfigurator's MLA bmm; not fitted: the device's GEMM fit)\n")

@@ -13,7 +13,13 @@ import sys
 from pathlib import Path
 
 from roofline.hardware import DeviceSpec
-from roofline.hardware.achievable import Figure, _shipped_defaults, class_of, figures
+from roofline.hardware.achievable import (
+    _EXPONENT,
+    Figure,
+    _shipped_defaults,
+    class_of,
+    figures,
+)
 from roofline.hardware.registry import DATA_DIR, VENDOR_FILES, _builtin
 from roofline.hardware.spec import (
     CLOCK_MARGIN,
@@ -142,7 +148,7 @@ def _class_table() -> list[str]:
         elif figure == "matrix ratio":
             median = f"{default.value:.3f} x the 16-bit share"
         elif figure == "matrix power":
-            median = f"{default.value:.3f} x (W per TFLOP/s)^(1/3)"
+            median = f"{default.value:.3f} x (W per TFLOP/s)^{_EXPONENT}"
         else:
             median = format_quantity(default.value, "seconds")
         label = f"{figure} {key}".strip()

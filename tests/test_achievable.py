@@ -214,10 +214,19 @@ def test_a_part_with_no_matrix_measurement_takes_the_power_rule_of_its_isa() -> 
     assert fig.source.startswith("power rule") and "3 measured NVIDIA sm_80" in fig.source
     # a measured part keeps its own figure
     assert figures(get_device("A100 PCIe 40GB")).matrix("bf16").origin == "measured"  # type: ignore[union-attr]
-    # a what-if keeps the share: its TDP scales with its peaks
-    twice = get_device("A100 PCIe 80GB").scaled(flops_factor=2.0)
+    # a what-if keeps the share: its TDP scales with its peaks, in scaled() and in a new
+    # 16-bit peak; a new TDP alone moves it by the cube root
+    base = get_device("A100 PCIe 80GB")
+    twice = base.scaled(flops_factor=2.0)
     assert twice.tdp_watts == 600
     assert figures(twice).matrix("bf16").share == pytest.approx(fig.share)  # type: ignore[union-attr]
+    faster = base.with_overrides(matrix_flops_per_s={**base.matrix_flops_per_s,
+                                                     "bf16": 624e12, "fp16": 624e12})
+    assert faster.tdp_watts == 600
+    assert figures(faster).matrix("bf16").share == pytest.approx(fig.share)  # type: ignore[union-attr]
+    capped = base.with_overrides(tdp_watts="150 W")
+    assert figures(capped).matrix("bf16").share == pytest.approx(  # type: ignore[union-attr]
+        fig.share * 0.5 ** (1 / 3))
 
 
 def test_the_power_rule_on_a_made_up_population() -> None:

@@ -63,6 +63,11 @@ def test_layer_norm_weight_gradients_reread_the_input_and_gradient() -> None:
     assert extra(with_weight[name]) == (2 * 32 * 768 * 4, 1)  # type: ignore[arg-type]
     assert extra(without[name]) == (0, 0)  # type: ignore[arg-type]
     assert extra(with_weight["aten.native_layer_norm.default"]) == (0, 0)  # type: ignore[arg-type]
+    # an input that needs no gradient: only the weight and bias gradients' kernel runs, and
+    # the op's own bytes are its reads
+    leaf = _ops(lambda x: (nn.LayerNorm(768)(x) * g).sum(), torch.randn(32, 768), train=True)
+    assert leaf[name].output_shapes == ((768,), (768,))  # type: ignore[attr-defined]
+    assert extra(leaf[name]) == (0, 0)  # type: ignore[arg-type]
 
 
 

@@ -8,9 +8,11 @@ The registry stores datasheet peaks and, next to them, *measured* achievable fig
 * ``"measured"``: a measurement of this device in the registry (or, on a calibrated spec,
   the spec's own figures, which ``roofline.calibrate`` measured);
 * ``"class default"``: the median over the *shipped* registry's measured members of the
-  device's class (:func:`class_of`), applied to this device's datasheet figure. A default
-  for a class is never chosen by hand, and never fitted to validation data: it is the
-  median of the measured shares, recomputed whenever the data files change;
+  device's class (:func:`class_of`), applied to this device's datasheet figure, or of a
+  pool named with the rule (the vendor's devices for a dtype ratio, the vendor's parts of
+  one ISA for the power rule). A default is never chosen by hand, and never fitted to
+  validation data: it is the median of the measured figures, recomputed whenever the data
+  files change;
 * ``"datasheet"``: no measurement and no measured member of the class: the datasheet
   figure itself (share 1.0), or for launch overhead the registry's modelling constant.
 
@@ -39,7 +41,8 @@ Resolution, per figure:
   the memory, sets the ratio); with no measured GPU of the vendor, the copy figure.
 * ``matrix(dtype)``: the measurement of that dtype; else, for fp16/bf16 with equal
   datasheet peaks, the device's measured share of the other; else, for another dtype
-  (tf32, fp8...), the device's own measured 16-bit share times the median ratio of that
+  (tf32, fp8...), the device's own measured 16-bit share (else its power-rule one, below)
+  times the median ratio of that
   dtype's share to the 16-bit share over the vendor's devices measured in both (the same
   matrix units at the same power limit: held out, TF32 on NVIDIA GPUs is 3% off at the
   median against 6% for the class median and 23% for the datasheet,
@@ -48,7 +51,7 @@ Resolution, per figure:
   its vendor and ISA (one SM design and process: the same energy per matrix FLOP) of their
   16-bit share times (its board power per TFLOP/s of the peak over theirs) ^
   :data:`POWER_EXPONENT` (a power-capped clock goes as the cube root of the power; held out
-  over 18 parts, 4.0% off at the median against 8.0% for the class median); else the class
+  over 18 parts, 4.0% off at the median against 7.5% for the class median); else the class
   median share for that dtype; else the datasheet. None when the device has no matrix peak
   for it.
 * ``vector(dtype)``: the measurement; else, for fp32, the median share of the measured
@@ -89,6 +92,7 @@ import re
 import statistics
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, Literal
 
 from roofline._si import si
@@ -121,6 +125,7 @@ Origin = Literal["measured", "class default", "datasheet"]
 #: rate with it, goes as the cube root of the power per FLOP/s. Set from that relation, not
 #: fitted (benchmarks/kernels.py reports 1/4 and 1/2 beside it).
 POWER_EXPONENT = 1 / 3
+_EXPONENT = f"({Fraction(POWER_EXPONENT).limit_denominator(100)})"  # "(1/3)" in method texts
 
 #: A measured sustained clock below this share of the rated boost marks the device power-
 #: (or thermally) capped: more than one 15 MHz clock step below the boost at ~1.5 GHz.
@@ -233,12 +238,17 @@ class ClassDefault:
     """Median of one figure over the measured members of one class.
 
     ``value`` is a share of the datasheet for bandwidth, matrix, vector and attention
-    figures (attention: of the matrix peak), seconds for launch overhead and DRAM latency.
+    figures (attention: of the matrix peak), a ratio for "layer_norm" (to the copy figure)
+    and "matrix ratio" (to the 16-bit share), a 16-bit share over (W per TFLOP/s) ^
+    :data:`POWER_EXPONENT` for "matrix power", a GEMM fit's part for a GEMM pool, seconds
+    for launch overhead and DRAM latency.
     """
 
     class_name: str
-    figure: str  # "bandwidth", "matrix", "vector", "attention", "launch", "latency", "gemm..."
-    key: str  # pattern, dtype, "plain"/"graph", or ""
+    #: "bandwidth", "layer_norm", "matrix", "matrix ratio", "matrix power", "vector",
+    #: "attention", "launch", "latency", "gemm..."
+    figure: str
+    key: str  # pattern, dtype, "16-bit", "copy", "plain"/"graph", a GEMM part, or ""
     value: float
     members: tuple[str, ...]
 
@@ -608,24 +618,31 @@ class Figures:
         return Figure(spec.matrix_flops_per_s[key] * share, share, "class default",
                       f"power rule over the {default.description}",
                       f"each measured {spec.isa} part's 16-bit share x (this part's "
-                      f"{watts:.3g} W per {key} TFLOP/s / its own)^(1/3), median (a "
+                      f"{watts:.3g} W per {key} TFLOP/s / its own)^{_EXPONENT}, median (a "
                       "power-capped clock goes as the cube root of power)", "flops",
                       f"matrix {key}")
 
     def _ratio(self, key: str) -> Figure | None:
-        """``key``'s share from the device's own measured 16-bit share and the vendor's
-        median ratio between the two (None: not a dtype it applies to, or no figure)."""
+        """``key``'s share from the device's 16-bit share (its own measured one, else the
+        power rule's) and the vendor's median ratio between the two (None: not a dtype it
+        applies to, or no figure)."""
         spec = self._spec
-        base = own_16bit_share(spec) if key not in SIXTEEN_BIT else None
-        if base is None:
+        if key in SIXTEEN_BIT:
             return None
+        base, how = own_16bit_share(spec), "measured"
+        if base is None:
+            power = next((f for d in SIXTEEN_BIT if d in spec.matrix_flops_per_s
+                          and (f := self._power(d)) is not None), None)
+            if power is None or power.share is None:
+                return None
+            base, how = (power.name.removeprefix("matrix "), power.share), "power-rule"
         ratio = self._default("matrix ratio", key, f"{spec.vendor} {_KIND_LABEL[spec.kind]}")
         if ratio is None:
             return None
         share = base[1] * ratio.value
         return Figure(spec.matrix_flops_per_s[key] * share, share, "class default",
                       f"the device's {base[0]} share x the {key} / 16-bit ratio, "
-                      f"{ratio.description}", f"the device's measured {base[0]} share, "
+                      f"{ratio.description}", f"the device's {how} {base[0]} share, "
                       f"{base[1]:.1%}, x the median ratio of {key} to 16-bit shares over the "
                       f"vendor's devices measured in both, {ratio.value:.3f}", "flops",
                       f"matrix {key}")

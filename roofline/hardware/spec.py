@@ -370,6 +370,9 @@ class DeviceSpec(BaseModel):
         the same way (their share of the datasheet is kept): a new bandwidth scales the
         measured bandwidths, a new matrix or vector peak the measurements of that dtype, a
         new ``boost_clock_hz`` the sustained clock; a removed peak drops its measurements.
+        A new bf16 (else fp16) matrix peak scales ``tdp_watts`` with it unless ``tdp_watts``
+        is given, so a matrix share from the power rule stays as a measured one does; a new
+        ``tdp_watts`` alone moves that share.
         On a device with no rated boost, a new ``boost_clock_hz`` leaves the measured
         sustained clock as it is, or drops it with a note where it does not fit the new
         boost (:data:`CLOCK_MARGIN`). Pass ``achievable`` to set them instead. A new

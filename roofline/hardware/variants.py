@@ -170,6 +170,10 @@ def overridden(before: SpecData, achievable: Achievable | None, fields: Mapping[
     )
     data = follow(after, moves, fp16_accumulate=before["fp16_accumulate_flops_per_s"],
                   achievable=achievable, keep=fields)
+    sixteen = moves.matrix.get("bf16") or moves.matrix.get("fp16")
+    if sixteen and before["tdp_watts"] is not None and "tdp_watts" not in fields:
+        # the power per FLOP/s stays, as in scaled(): a share derived from it stays too
+        data["tdp_watts"] = before["tdp_watts"] * sixteen
     if before["boost_clock_hz"] is None and "achievable" not in fields:
         _fit_unrated_clock(data)
     return data
