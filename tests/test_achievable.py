@@ -143,6 +143,14 @@ def test_sgemm_default_pools_one_datapath_design_and_class() -> None:
     assert "FP32 datapath design" in turing.method
 
 
+#: TF32 / bf16 share ratios of the NVIDIA GPUs measured in both, by hand from the registry
+#: (see the test below).
+TF32_RATIOS = [(108.32 / 156) / (234.14 / 312), (32.03 / 29.8) / (64.68 / 59.5),
+               (38.15 / 34.1) / (77.405 / 68.2), (31.88 / 60) / (70.89 / 121),
+               (85.65 / 82.6) / (165.26 / 165.2), (402.15 / 494.7) / (794.5 / 989.4),
+               (240.43 / 378) / (495.93 / 756.5)]
+
+
 def test_tf32_share_is_the_devices_bf16_share_times_the_vendor_ratio() -> None:
     """TF32 on the same tensor cores as bf16: a device measured in bf16 only takes its own
     bf16 share times the median ratio of TF32 to bf16 shares over the NVIDIA GPUs measured
@@ -151,10 +159,7 @@ def test_tf32_share_is_the_devices_bf16_share_times_the_vendor_ratio() -> None:
     (38.15 / 34.1) / (77.405 / 68.2), L4 (31.88 / 60) / (70.89 / 121), RTX 4090
     (85.65 / 82.6) / (165.26 / 165.2), H100 SXM (402.15 / 494.7) / (794.5 / 989.4), H100
     PCIe (240.43 / 378) / (495.93 / 756.5)."""
-    ratios = [(108.32 / 156) / (234.14 / 312), (32.03 / 29.8) / (64.68 / 59.5),
-              (38.15 / 34.1) / (77.405 / 68.2), (31.88 / 60) / (70.89 / 121),
-              (85.65 / 82.6) / (165.26 / 165.2), (402.15 / 494.7) / (794.5 / 989.4),
-              (240.43 / 378) / (495.93 / 756.5)]
+    ratios = TF32_RATIOS
     tf32 = figures(get_device("A100 SXM 40GB")).matrix("tf32")  # MAMF bf16 271.2 of 312
     assert tf32 is not None and tf32.origin == "class default"
     assert tf32.share == pytest.approx(271.2 / 312 * statistics.median(ratios))
@@ -224,6 +229,10 @@ def test_a_part_with_no_matrix_measurement_takes_the_power_rule_of_its_isa() -> 
                                                      "bf16": 624e12, "fp16": 624e12})
     assert faster.tdp_watts == 600
     assert figures(faster).matrix("bf16").share == pytest.approx(fig.share)  # type: ignore[union-attr]
+    # its TF32 follows its power-rule bf16 share as a measured one would
+    tf32 = figures(base).matrix("tf32")
+    assert tf32 is not None and "power-rule bf16 share" in tf32.method
+    assert tf32.share == pytest.approx(fig.share * statistics.median(TF32_RATIOS))
     capped = base.with_overrides(tdp_watts="150 W")
     assert figures(capped).matrix("bf16").share == pytest.approx(  # type: ignore[union-attr]
         fig.share * 0.5 ** (1 / 3))
