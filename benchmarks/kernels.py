@@ -51,6 +51,7 @@ from roofline.hardware.achievable import (
     fp32_datapath_class,
     gemm_pool,
     own_16bit_share,
+    watts_per_tflops,
 )
 from roofline.hardware.measured import GemmFit, Measured
 from roofline.tracing.records import OpRecord, Trace
@@ -477,10 +478,6 @@ def matrix_ratio_rows() -> list[list[str]]:
 EXPONENTS = (POWER_EXPONENT, 0.25, 0.5, 0.0)
 
 
-def _watts_per_tflops(spec: roofline.DeviceSpec, dtype: str) -> float:
-    return (spec.tdp_watts or 0.0) / (spec.matrix_flops_per_s[dtype] / 1e12)
-
-
 def power_rule_rows() -> tuple[list[list[str]], list[list[float | None]]]:
     """Each GPU with a measured 16-bit matrix share and a TDP, and measured parts of the
     same vendor and ISA besides: its share held out, from the others by the power rule
@@ -502,11 +499,11 @@ def power_rule_rows() -> tuple[list[list[str]], list[list[float | None]]]:
         others = [held if o.name == name else o for o in shipped]
         figure = figures(held, population=others).matrix(dtype)
         assert figure is not None and figure.source.startswith("power rule")
-        watts = _watts_per_tflops(spec, dtype)
+        watts = watts_per_tflops(spec, dtype)
         off: list[float | None] = [figure.value / spec.matrix_flops_per_s[dtype] / share - 1]
         for exponent in EXPONENTS[1:]:
             predicted = statistics.median(
-                s * (watts / _watts_per_tflops(p, d)) ** exponent for p, (d, s) in peers)
+                s * (watts / watts_per_tflops(p, d)) ** exponent for p, (d, s) in peers)
             off.append(predicted / share - 1)
         default = class_defaults(o for o in shipped if o.name != name).get(
             (class_of(spec), "matrix", dtype))

@@ -62,7 +62,7 @@ import math
 from collections.abc import Callable
 from typing import TypeVar
 
-from roofline.analysis.passes import LAYER_NORM_BACKWARD, LAYER_NORM_FORWARD
+from roofline.analysis.passes import LAYER_NORM_BACKWARD, LAYER_NORM_FORWARD, input_gradient
 from roofline.tracing.records import OpRecord
 
 InFlight = Callable[[OpRecord, int], "float | None"]
@@ -163,9 +163,8 @@ def _layer_norm(op: OpRecord, threads: int) -> int | None:
     stats = op.output_shapes[1:2] if forward else op.input_shapes[2:3]
     if not stats or not op.input_shapes or not op.input_shapes[0]:
         return None
-    if not forward and (len(op.input_shapes) < 2 or not op.output_shapes
-                        or op.output_shapes[0] != op.input_shapes[1]):
-        return None  # no input gradient (output 0): the block-per-row kernel is not launched
+    if not forward and not input_gradient(op):
+        return None  # the block-per-row kernel computes the input gradient alone
     rows, elements = math.prod(stats[0]), math.prod(op.input_shapes[0])
     if rows == 0 or elements == 0:
         return 0

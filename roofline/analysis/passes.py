@@ -98,13 +98,12 @@ def _in_shared_memory(n: int, size: int) -> bool:
     return n * size < SHARED_MEMORY_PER_BLOCK - warps * 4 and (n * size) % 16 == 0
 
 
-def _input_and_weight_gradients(op: OpRecord) -> bool:
-    """Whether a layer- or RMS-norm backward computes both the input's gradient (output 0,
-    the shape of input 1) and the weight's (output 1); outputs not asked for are not
-    traced, so a backward with one kernel has one of the two or only the weight's."""
+def input_gradient(op: OpRecord) -> bool:
+    """Whether a layer- or RMS-norm backward computes the input's gradient (output 0, the
+    shape of input 1): outputs not asked for are not traced, and without it only the
+    weight gradients' column reduction runs."""
     shapes, inputs = op.output_shapes, op.input_shapes
-    return len(shapes) > 1 and len(inputs) > 1 and bool(shapes[1]) \
-        and shapes[0] == inputs[1]
+    return bool(shapes) and len(inputs) > 1 and shapes[0] == inputs[1]
 
 
 def extra(op: OpRecord) -> tuple[int, int]:
@@ -129,8 +128,8 @@ def extra(op: OpRecord) -> tuple[int, int]:
         if kind == "softmax":  # tmp = grad * output: 2 reads, 1 write, then tmp is read
             return 3 * elements * size + (elements * size if long_rows else 0), 1
         return (elements * size if long_rows else 0), 0
-    if op.name in LAYER_NORM_BACKWARD and _input_and_weight_gradients(op) \
-            and op.dtype in _SIZE:
+    if op.name in LAYER_NORM_BACKWARD and input_gradient(op) and len(op.output_shapes) > 1 \
+            and op.output_shapes[1] and op.dtype in _SIZE:
         # the weight (and bias) gradients read grad_out and input again, after the input
         # gradient's kernel has read them
         return 2 * math.prod(op.input_shapes[0]) * _SIZE[op.dtype], 1

@@ -104,6 +104,7 @@ from roofline.hardware.units import canonical_dtype
 
 __all__ = [
     "POWER_CAP_CLOCK_SHARE",
+    "POWER_EXPONENT",
     "SIXTEEN_BIT",
     "ClassDefault",
     "Figure",
@@ -116,6 +117,7 @@ __all__ = [
     "fp32_datapath_class",
     "own_16bit_share",
     "two_fp32_datapaths",
+    "watts_per_tflops",
 ]
 
 Origin = Literal["measured", "class default", "datasheet"]
@@ -395,7 +397,7 @@ def _power_pool(spec: DeviceSpec) -> str | None:
     return f"{spec.vendor} {spec.isa}"
 
 
-def _watts_per_tflops(spec: DeviceSpec, dtype: str) -> float:
+def watts_per_tflops(spec: DeviceSpec, dtype: str) -> float:
     """Board power per TFLOP/s of the ``dtype`` matrix peak."""
     return (spec.tdp_watts or 0.0) / (spec.matrix_flops_per_s[dtype] / 1e12)
 
@@ -475,7 +477,7 @@ def _matrix_samples(spec: DeviceSpec, achievable: Achievable,
     cls, base = class_of(spec), own_16bit_share(spec)
     if base is not None and (pool := _power_pool(spec)) is not None:
         yield (pool, "matrix power", "16-bit"), \
-            base[1] / _watts_per_tflops(spec, base[0]) ** POWER_EXPONENT
+            base[1] / watts_per_tflops(spec, base[0]) ** POWER_EXPONENT
     for dtype, m in achievable.matrix_flops_per_s.items():
         share = m.value / spec.matrix_flops_per_s[dtype]
         yield (cls, "matrix", dtype), share
@@ -613,7 +615,7 @@ class Figures:
         default = self._default("matrix power", "16-bit", pool) if pool else None
         if default is None:
             return None
-        watts = _watts_per_tflops(spec, key)
+        watts = watts_per_tflops(spec, key)
         share = default.value * watts ** POWER_EXPONENT
         return Figure(spec.matrix_flops_per_s[key] * share, share, "class default",
                       f"power rule over the {default.description}",
@@ -621,6 +623,15 @@ class Figures:
                       f"{watts:.3g} W per {key} TFLOP/s / its own)^{_EXPONENT}, median (a "
                       "power-capped clock goes as the cube root of power)", "flops",
                       f"matrix {key}")
+
+    def _power_16bit_share(self) -> tuple[str, float] | None:
+        """The power rule's 16-bit share (bf16's first) and its dtype, as
+        :func:`own_16bit_share` gives a measured one; None where the rule gives none."""
+        for dtype in SIXTEEN_BIT:
+            power = self._power(dtype) if dtype in self._spec.matrix_flops_per_s else None
+            if power is not None and power.share is not None:
+                return dtype, power.share
+        return None
 
     def _ratio(self, key: str) -> Figure | None:
         """``key``'s share from the device's 16-bit share (its own measured one, else the
@@ -631,11 +642,9 @@ class Figures:
             return None
         base, how = own_16bit_share(spec), "measured"
         if base is None:
-            power = next((f for d in SIXTEEN_BIT if d in spec.matrix_flops_per_s
-                          and (f := self._power(d)) is not None), None)
-            if power is None or power.share is None:
-                return None
-            base, how = (power.name.removeprefix("matrix "), power.share), "power-rule"
+            base, how = self._power_16bit_share(), "power-rule"
+        if base is None:
+            return None
         ratio = self._default("matrix ratio", key, f"{spec.vendor} {_KIND_LABEL[spec.kind]}")
         if ratio is None:
             return None
