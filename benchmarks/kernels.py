@@ -1,6 +1,6 @@
 """Per-kernel error of the time model against measured per-shape tables, per device and
-kernel family (GEMM, SGEMM peaks, batched GEMM, prefill attention, elementwise, norm,
-softmax), with a train/test split.
+kernel family (GEMM, SGEMM peaks, convolution passes, batched GEMM, prefill attention,
+elementwise, norm, softmax), with a train/test split.
 
 Every prediction is the library's own: each measured shape becomes an op record (GEMMs)
 or a traced step on fake tensors (row-wise kernels) and goes through ``roofline.analyze``.
@@ -41,6 +41,7 @@ import torch
 from torch import nn
 
 import roofline
+from roofline.analysis.gemm import WGRAD_SLOWDOWN
 from roofline.hardware.achievable import (
     GEMM_DEFAULT_DTYPES,
     POWER_EXPONENT,
@@ -414,6 +415,103 @@ def few_rows_rows() -> list[list[str]]:
     return out
 
 
+#: DeepBench's convolution tables: file name part -> registry device (fit_gemm's names)
+CONV_DEVICES = {t.file.removeprefix("gemm_deepbench_").rsplit("_", 1)[0]: t.device
+                for t in TABLES if t.file.startswith("gemm_deepbench_")}
+
+
+#: DeepBench's shape columns, in :func:`_conv_ops`' order
+CONV_SHAPE = ("n", "c", "h", "w", "k", "r", "s", "pad_h", "pad_w", "stride_h", "stride_w")
+#: The ops of a convolution's kernels: the convolution, and the NCHW <-> NHWC transposes
+#: cuDNN runs around a 16-bit channels-first one (DeepBench's NCHW tensors), in its time
+CONV_KERNELS = ("conv", "layout")
+
+
+@functools.cache
+def _conv_ops(shape: tuple[int, ...], dtype: str, input_grad: bool,
+              ) -> tuple[tuple[OpRecord, ...], tuple[OpRecord, ...]]:
+    """The forward and backward kernels of one DeepBench convolution (n, c, h, w, k, r, s,
+    pad_h, pad_w, stride_h, stride_w), traced on fake tensors; the backward computes the
+    weight's gradient, and the input's when ``input_grad``."""
+    n, c, h, w, k, r, s, pad_h, pad_w, stride_h, stride_w = shape
+    x = torch.empty(n, c, h, w, dtype=TORCH_DTYPE[dtype], device="meta",
+                    requires_grad=input_grad)
+    weight = torch.empty(k, c, r, s, dtype=TORCH_DTYPE[dtype], device="meta", requires_grad=True)
+
+    def step(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        y = nn.functional.conv2d(x, weight, padding=(pad_h, pad_w), stride=(stride_h, stride_w))
+        return y.sum()
+
+    ops = [op for op in roofline.trace(step, x, weight, train=True, fake=True).ops
+           if op.category in CONV_KERNELS]
+    return (tuple(op for op in ops if op.phase == "forward"),
+            tuple(op for op in ops if op.phase == "backward"))
+
+
+def _pass_seconds(groups: list[tuple[OpRecord, ...]], device: str | roofline.DeviceSpec,
+                  **options: object) -> np.ndarray:
+    """Seconds of each group of ops (one convolution's pass), from one analysis."""
+    seconds = _seconds([op for g in groups for op in g], device, **options)
+    ends = np.cumsum([len(g) for g in groups])
+    return np.array([seconds[end - len(g):end].sum() for g, end in zip(groups, ends, strict=True)])
+
+
+def _conv_tables() -> list[tuple[str, str, dict[str, np.ndarray]]]:
+    """(device, dtype, columns) of each DeepBench convolution table; times in seconds, NaN
+    where not measured (the input gradient of a first layer)."""
+    out = []
+    for path in sorted(DATA.glob("conv_deepbench_*.csv.gz")):
+        part, dtype = path.name.removeprefix("conv_deepbench_").removesuffix(
+            ".csv.gz").rsplit("_", 1)
+        header, data = _rows(path.name)
+        col = {name: np.array([float(v) if v else np.nan for v in data[:, i]])
+               for i, name in enumerate(header)}
+        out.append((CONV_DEVICES[part], dtype, col))
+    return out
+
+
+#: Layers of at least this many input channels: the ratios of the passes leave out first
+#: layers (1-3 channels), whose forward is a different kernel (no GEMM to speak of).
+CONV_MIN_CHANNELS = 16
+
+
+def wgrad_rows() -> tuple[list[list[str]], float]:
+    """Per table: the median over its layers of wgrad / forward (and dgrad / forward), held
+    out: the median of the other tables'; and the median of all tables."""
+    ratios = []
+    for device, dtype, col in _conv_tables():
+        deep = col["c"] >= CONV_MIN_CHANNELS
+        ratios.append((device, dtype, float(np.median((col["wgrad"] / col["forward"])[deep])),
+                       float(np.nanmedian((col["dgrad"] / col["forward"])[deep]))))
+    rows = []
+    for i, (device, dtype, wgrad, dgrad) in enumerate(ratios):
+        held = float(np.median([r[2] for j, r in enumerate(ratios) if j != i]))
+        rows.append([device, dtype, f"{wgrad:.2f}", f"{held:.2f}", f"{held / wgrad - 1:+.1%}",
+                     f"{dgrad:.2f}"])
+    return rows, float(np.median([r[2] for r in ratios]))
+
+
+def conv_rows() -> list[list[str]]:
+    """Per table and pass: the library's convolution time against DeepBench's (datasheet:
+    the classic roofline, both gradients at the forward's rate)."""
+    out = []
+    for device, dtype, col in _conv_tables():
+        shapes = [tuple(int(col[c][i]) for c in CONV_SHAPE) for i in range(len(col["n"]))]
+        dgrad = col["dgrad"]
+        records = [_conv_ops(sh, dtype, not np.isnan(d))
+                   for sh, d in zip(shapes, dgrad, strict=True)]
+        passes = {"forward": ([f for f, _ in records], col["forward"]),
+                  "backward": ([b for _, b in records], np.nan_to_num(dgrad) + col["wgrad"])}
+        for label, (groups, measured) in passes.items():
+            cells = [device, dtype, label, str(len(groups))]
+            for options in ({**DATASHEET, "kernel_passes": False},
+                            {"kernel_passes": False}, {}):
+                err = _errors(_pass_seconds(groups, device, **options), measured)
+                cells += [f"{err[0]:.1%}", f"{err[2]:+.2f}"]
+            out.append(cells)
+    return out
+
+
 def sgemm_rows() -> list[list[str]]:
     """Each device with a measured SGEMM peak (TF32 off) against the median share of the
     *other* measured devices of its FP32 datapath design: what a new GPU of that design
@@ -566,6 +664,24 @@ def main() -> int:
         off = [abs(e) for row in power_errors if (e := row[i]) is not None]
         print(f"{label}: median |error| {statistics.median(off):.1%}, p90 "
               f"{np.percentile(off, 90):.1%}, max {max(off):.1%} ({len(off)} devices)")
+    wgrad, median = wgrad_rows()
+    print("\nConvolution passes (DeepBench's cuDNN tables, layers of >= "
+          f"{CONV_MIN_CHANNELS} input channels): the median over layers of the weight "
+          "gradient's time over the forward's, each table against the median of the "
+          "others (held out), and of the input gradient's\n")
+    print(table(["device", "dtype", "wgrad / forward", "held out", "error", "dgrad / forward"],
+                wgrad))
+    errors = [abs(float(r[4].rstrip("%")) / 100) for r in wgrad]
+    print(f"\nmedian of all {len(wgrad)} tables: {median:.2f} (the library's WGRAD_SLOWDOWN: "
+          f"{WGRAD_SLOWDOWN}); held out: median |error| {statistics.median(errors):.1%}, "
+          f"worst {max(errors):.1%}")
+    print("\nConvolutions (DeepBench's 94 layers per table; forward, and backward = input + "
+          "weight gradients; 16-bit ones with the NCHW <-> NHWC transposes cuDNN runs around "
+          "them; datasheet: the classic roofline; without slowdown: both gradients at the "
+          "forward's rate, kernel_passes=False; default: the weight gradient at "
+          "WGRAD_SLOWDOWN x the forward's time)\n")
+    print(table(["device", "dtype", "pass", "layers", "datasheet", "bias",
+                 "without slowdown", "bias", "default", "bias"], conv_rows()))
     print("\nBatched GEMM (AIConfigurator's MLA bmm; not fitted: the device's GEMM fit)\n")
     print(table(["device", "dtype", "shapes", "datasheet", "tiles", "fitted", "bias"],
                 bmm_rows()))

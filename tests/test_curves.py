@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import roofline
+from roofline.analysis.gemm import WGRAD_SLOWDOWN
 from roofline.hardware import DeviceSpec
 from roofline.hardware.curves import (
     MatmulPoint,
@@ -145,6 +146,8 @@ def test_only_ops_in_the_curves_dtype_with_a_shape_use_it() -> None:
 
 
 def test_convolution_backward_is_costed_as_its_forward_gemm() -> None:
+    """Both gradients at the rate the curve gives the forward's GEMM shape, and the weight
+    gradient's FLOPs WGRAD_SLOWDOWN x slower (cuDNN's, on a GPU; kernel_passes=False: not)."""
     spec = _spec()
     # forward (8, 16, 32, 32) -> (8, 128, 32, 32), 3x3: GEMM m = 8*32*32, n = 128, k = 144
     m, n, k = 8 * 32 * 32, 128, 16 * 9
@@ -157,9 +160,13 @@ def test_convolution_backward_is_costed_as_its_forward_gemm() -> None:
                            phase="backward", module="", dtype="float32", flops=2 * m * n * k,
                            bytes_read=1, bytes_written=0,
                            input_shapes=both.input_shapes, output_shapes=((128, 16, 3, 3),))
-    a = roofline.analyze(Trace([both, weight_only]), spec, overhead=False, tf32_conv=False)
+    a = roofline.analyze(Trace([both, weight_only]), spec, overhead=False, tf32_conv=False,
+                         kernel_passes=False)
     rate = float(interpolate_matmul(_grid(), np.array([m]), np.array([n]), np.array([k]))[0])
     assert a.flops_per_s == pytest.approx([rate, rate])
+    slow = roofline.analyze(Trace([both, weight_only]), spec, overhead=False, tf32_conv=False)
+    assert slow.flops_per_s == pytest.approx([rate / ((1 + WGRAD_SLOWDOWN) / 2),
+                                              rate / WGRAD_SLOWDOWN])
 
 
 def test_cores_what_if_on_a_curve_gains_as_the_tiles_fill_the_new_chip() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+import torch
 from conftest import make_op, make_op_4096
 
 import roofline
@@ -93,3 +94,35 @@ def test_depthwise_convolution_runs_on_the_vector_units() -> None:
     vector = dict(measured.vector_flops_per_s, bf16=2 * measured.vector_flops_per_s["bf16"])
     assert measured.with_overrides(vector_flops_per_s=vector).depthwise_flops_per_s["bf16"] == (
         pytest.approx(4e12))
+
+
+def test_convolution_weight_gradient_runs_slower_than_the_forward() -> None:
+    """cuDNN's weight gradient takes WGRAD_SLOWDOWN x the forward's time for its FLOPs; the
+    input gradient runs at the forward's rate; a first layer (no input gradient) launches
+    the weight gradient alone."""
+    from roofline.analysis.gemm import WGRAD_SLOWDOWN, weight_gradient_share
+
+    def step(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.conv2d(x, w, padding=1).sum()
+
+    w = torch.empty(256, 128, 3, 3, device="meta", requires_grad=True)
+    traces = {grad: roofline.trace(step, torch.empty(16, 128, 28, 28, device="meta",
+                                                     requires_grad=grad), w,
+                                   train=True, fake=True) for grad in (True, False)}
+    forward, both = (op for op in traces[True].ops if op.category == "conv")
+    (weight_only,) = (op for op in traces[False].ops if op.category == "conv"
+                      and op.backward_kernel)
+    assert [weight_gradient_share(op) for op in (forward, both, weight_only)] == [0, 0.5, 1]
+    # 2 x (16*28*28) x 256 x (128*3*3) FLOPs per GEMM: the backward's are one per gradient
+    gemm_flops = 2 * 16 * 28 * 28 * 256 * 128 * 9
+    assert (forward.flops, both.flops, weight_only.flops) == (gemm_flops, 2 * gemm_flops,
+                                                              gemm_flops)
+    ops = Trace([forward, both, weight_only])
+    a = roofline.analyze(ops, "v100", overhead=False)
+    plain = roofline.analyze(ops, "v100", overhead=False, kernel_passes=False)
+    assert a.compute_seconds[0] == pytest.approx(plain.compute_seconds[0])
+    assert a.compute_seconds[1] == pytest.approx(plain.compute_seconds[1]
+                                                 * (1 + WGRAD_SLOWDOWN) / 2)
+    assert a.compute_seconds[2] == pytest.approx(plain.compute_seconds[2] * WGRAD_SLOWDOWN)
+    assert any("weight gradient" in note for note in a.assumptions)
+    assert not any("weight gradient" in note for note in plain.assumptions)

@@ -22,6 +22,15 @@ Gemm = tuple[int, int, int, float]  # (batch, rows, cols, reduction length k)
 
 TILE_SIDE = 128  # cuBLAS/CUTLASS-style 128x128 output tile per compute unit
 SPLIT_K = 1024  # reduction length per split-K chunk
+#: How much longer cuDNN's weight gradient of a convolution takes than its forward, for
+#: the same FLOPs: the median over DeepBench's nine NVIDIA training tables (Maxwell,
+#: Pascal, Volta, Turing; fp32 and fp16 tensor cores; cuDNN 6-7.6) of wgrad / forward
+#: per layer, 1.20-1.53 per table, each within 21% of the median of the others
+#: (``benchmarks/kernels.py``). The weight gradient reduces over the long N*H*W side: its
+#: output (C_out x C_in*R*S) is small, so it tiles into few blocks and splits the reduction,
+#: whose partial sums cost a second pass. The input gradient ran at the forward's rate
+#: (median 1.04).
+WGRAD_SLOWDOWN = 1.43
 
 
 def gemm(op: OpRecord) -> Gemm | None:
@@ -45,6 +54,18 @@ def gemm(op: OpRecord) -> Gemm | None:
         batch = int(np.prod(out[:-2])) if len(out) > 2 else 1
     # the reduction length, derived from the FLOPs: 2 x outputs x K per GEMM
     return batch, rows, cols, op.flops / max(2 * int(np.prod(out)) * grads, 1)
+
+
+def weight_gradient_share(op: OpRecord) -> float:
+    """Share of a convolution backward's FLOPs that is the weight gradient (0 for any
+    other op): its gradients are (input, weight), each one forward's FLOPs, and a
+    backward whose input needs none computes the weight's alone."""
+    if op.category != "conv" or not op.backward_kernel or len(op.input_shapes) < 3:
+        return 0.0
+    grads = [shape for shape in op.output_shapes if len(shape) >= 3]  # a bias grad is 1-D
+    if len(grads) >= 2:
+        return 1 / len(grads)
+    return 1.0 if grads and grads[0] == op.input_shapes[2] else 0.0
 
 
 def fill(op: OpRecord, compute_units: int | None) -> float:

@@ -59,8 +59,10 @@ class Options:
         On a GPU, cost softmax, log-softmax and layer- and RMS-norm backward with the
         passes PyTorch's CUDA kernels make over rows that do not fit on chip, and their
         extra kernels, and layer (and fused RMS) norm's forward at the bandwidth its
-        block-per-row kernel was measured to stream at (``roofline.analysis.passes``);
-        ``False``: each input read once, at the bandwidth of its access pattern.
+        block-per-row kernel was measured to stream at (``roofline.analysis.passes``),
+        and a convolution's weight gradient at ``WGRAD_SLOWDOWN`` times its forward's time
+        (cuDNN's split reduction, ``roofline.analysis.gemm``); ``False``: each input read
+        once, at the bandwidth of its access pattern, both gradients at the forward's rate.
     gemm_shapes : bool
         Cost matmuls (``mm``, ``addmm``, ``bmm``...) with the GEMM time model fitted to the
         device's measured per-shape table, or its class's (``roofline.analysis.gemm``);

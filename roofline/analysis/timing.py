@@ -362,6 +362,7 @@ def _engines(trace: Trace, spec: DeviceSpec, rates: Rates,
     on_curve: dict[str, list[int]] = {}  # measured matmul curve's dtype -> op indices
     shapes: dict[int, gemm.Gemm] = {}
     fitted: dict[int, GemmFigure] = {}
+    slow = np.ones(n)  # a convolution backward's rate below its forward's (weight gradient)
     for i, op in enumerate(trace.ops):
         if op.flops <= 0:  # nothing to compute: no engine, no rate to look up
             continue
@@ -381,6 +382,12 @@ def _engines(trace: Trace, spec: DeviceSpec, rates: Rates,
             fitted[i] = fit
         else:
             fill[i] = gemm.fill(op, spec.compute_units)
+        if rates.options.kernel_passes and spec.kind == "gpu" \
+                and (share := gemm.weight_gradient_share(op)):
+            rates.note(f"a convolution's weight gradient takes {gemm.WGRAD_SLOWDOWN}x its "
+                       "forward's time for the same FLOPs (cuDNN's, measured: DeepBench "
+                       "da81ba7, nine tables of cuDNN 6-7.6; roofline.analysis.gemm)")
+            slow[i] = 1 - share + share * gemm.WGRAD_SLOWDOWN
     for dtype, idx in on_curve.items():  # the measured rate of the shape replaces peak x fill
         rate[idx] = gemm.curve_rates([shapes[i] for i in idx], spec.matmul_curve[dtype]) \
             * rates.efficiency["matrix"]
@@ -388,7 +395,7 @@ def _engines(trace: Trace, spec: DeviceSpec, rates: Rates,
         if measured_on and units and measured_on != units:  # a cores what-if of the chip
             rate[idx] *= [gemm.fill(trace.ops[i], units) * units
                           / (gemm.fill(trace.ops[i], measured_on) * measured_on) for i in idx]
-    return engines, rate, fill, fitted
+    return engines, rate / slow, fill, fitted
 
 
 def _engine(op: OpRecord, spec: DeviceSpec, rates: Rates,
