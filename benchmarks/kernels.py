@@ -41,7 +41,7 @@ import torch
 from torch import nn
 
 import roofline
-from roofline.analysis.gemm import WGRAD_SLOWDOWN
+from roofline.analysis.gemm import WGRAD_ONE_TILE, WGRAD_TILE_EXPONENT, wgrad_tiles
 from roofline.hardware.achievable import (
     GEMM_DEFAULT_DTYPES,
     POWER_EXPONENT,
@@ -422,30 +422,37 @@ CONV_DEVICES = {t.file.removeprefix("gemm_deepbench_").rsplit("_", 1)[0]: t.devi
 
 #: DeepBench's shape columns, in :func:`_conv_ops`' order
 CONV_SHAPE = ("n", "c", "h", "w", "k", "r", "s", "pad_h", "pad_w", "stride_h", "stride_w")
-#: The ops of a convolution's kernels: the convolution, and the NCHW <-> NHWC transposes
-#: cuDNN runs around a 16-bit channels-first one (DeepBench's NCHW tensors), in its time
-CONV_KERNELS = ("conv", "layout")
+#: DeepBench's fp16 convolutions ran in NHWC with C and K padded to multiples of this
+#: (``code/nvidia/conv_bench.cu``: tensor cores need channels in eights)
+FP16_CHANNEL_MULTIPLE = 8
 
 
 @functools.cache
 def _conv_ops(shape: tuple[int, ...], dtype: str, input_grad: bool,
               ) -> tuple[tuple[OpRecord, ...], tuple[OpRecord, ...]]:
-    """The forward and backward kernels of one DeepBench convolution (n, c, h, w, k, r, s,
-    pad_h, pad_w, stride_h, stride_w), traced on fake tensors; the backward computes the
-    weight's gradient, and the input's when ``input_grad``."""
+    """The forward and backward convolution of one DeepBench layer (n, c, h, w, k, r, s,
+    pad_h, pad_w, stride_h, stride_w), traced on fake tensors as DeepBench ran it: fp32 in
+    NCHW, fp16 channels-last (so no layout transposes) with padded channels. The backward
+    computes the weight's gradient, and the input's when ``input_grad``."""
     n, c, h, w, k, r, s, pad_h, pad_w, stride_h, stride_w = shape
-    x = torch.empty(n, c, h, w, dtype=TORCH_DTYPE[dtype], device="meta",
-                    requires_grad=input_grad)
-    weight = torch.empty(k, c, r, s, dtype=TORCH_DTYPE[dtype], device="meta", requires_grad=True)
+    fmt = torch.contiguous_format
+    if dtype == "fp16":
+        c, k = (-(-v // FP16_CHANNEL_MULTIPLE) * FP16_CHANNEL_MULTIPLE for v in (c, k))
+        fmt = torch.channels_last
+    x = torch.empty(n, c, h, w, dtype=TORCH_DTYPE[dtype], device="meta").to(
+        memory_format=fmt).requires_grad_(input_grad)
+    weight = torch.empty(k, c, r, s, dtype=TORCH_DTYPE[dtype], device="meta").to(
+        memory_format=fmt).requires_grad_()
 
     def step(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         y = nn.functional.conv2d(x, weight, padding=(pad_h, pad_w), stride=(stride_h, stride_w))
         return y.sum()
 
-    ops = [op for op in roofline.trace(step, x, weight, train=True, fake=True).ops
-           if op.category in CONV_KERNELS]
-    return (tuple(op for op in ops if op.phase == "forward"),
-            tuple(op for op in ops if op.phase == "backward"))
+    ops = roofline.trace(step, x, weight, train=True, fake=True).ops
+    assert not any(op.category == "layout" for op in ops), "DeepBench ran no transposes"
+    conv = [op for op in ops if op.category == "conv"]
+    return (tuple(op for op in conv if op.phase == "forward"),
+            tuple(op for op in conv if op.phase == "backward"))
 
 
 def _pass_seconds(groups: list[tuple[OpRecord, ...]], device: str | roofline.DeviceSpec,
@@ -458,7 +465,7 @@ def _pass_seconds(groups: list[tuple[OpRecord, ...]], device: str | roofline.Dev
 
 def _conv_tables() -> list[tuple[str, str, dict[str, np.ndarray]]]:
     """(device, dtype, columns) of each DeepBench convolution table; times in seconds, NaN
-    where not measured (the input gradient of a first layer)."""
+    where not measured (the input gradient of some first layers)."""
     out = []
     for path in sorted(DATA.glob("conv_deepbench_*.csv.gz")):
         part, dtype = path.name.removeprefix("conv_deepbench_").removesuffix(
@@ -475,20 +482,41 @@ def _conv_tables() -> list[tuple[str, str, dict[str, np.ndarray]]]:
 CONV_MIN_CHANNELS = 16
 
 
-def wgrad_rows() -> tuple[list[list[str]], float]:
-    """Per table: the median over its layers of wgrad / forward (and dgrad / forward), held
-    out: the median of the other tables'; and the median of all tables."""
-    ratios = []
+def _wgrad_layers() -> list[tuple[str, str, np.ndarray, np.ndarray, float]]:
+    """Per table: (device, dtype, ln tiles of the weight gradient's output, ln wgrad /
+    forward, median dgrad / forward) over its layers of >= CONV_MIN_CHANNELS channels."""
+    out = []
     for device, dtype, col in _conv_tables():
         deep = col["c"] >= CONV_MIN_CHANNELS
-        ratios.append((device, dtype, float(np.median((col["wgrad"] / col["forward"])[deep])),
-                       float(np.nanmedian((col["dgrad"] / col["forward"])[deep]))))
+        weights = zip(col["k"][deep], col["c"][deep], col["r"][deep], col["s"][deep],
+                      strict=True)
+        tiles = np.log([wgrad_tiles((int(k), int(c), int(r), int(s))) for k, c, r, s in weights])
+        forward = col["forward_seconds"][deep]
+        out.append((device, dtype, tiles, np.log(col["wgrad_seconds"][deep] / forward),
+                    float(np.nanmedian(col["dgrad_seconds"][deep] / forward))))
+    return out
+
+
+def wgrad_rows() -> tuple[list[list[str]], tuple[float, float], float]:
+    """Per table: the median wgrad / forward; the per-layer median error of the median of the
+    other tables' ratios (a constant) and of the line ln ratio = a + b ln tiles fitted to
+    the other tables (held out), with that fit's slope. Also the line fitted to all tables
+    (a, b) and its per-layer median error."""
+    layers = _wgrad_layers()
     rows = []
-    for i, (device, dtype, wgrad, dgrad) in enumerate(ratios):
-        held = float(np.median([r[2] for j, r in enumerate(ratios) if j != i]))
-        rows.append([device, dtype, f"{wgrad:.2f}", f"{held:.2f}", f"{held / wgrad - 1:+.1%}",
-                     f"{dgrad:.2f}"])
-    return rows, float(np.median([r[2] for r in ratios]))
+    for i, (device, dtype, tiles, ratio, dgrad) in enumerate(layers):
+        x = np.concatenate([t for j, (_, _, t, _, _) in enumerate(layers) if j != i])
+        y = np.concatenate([r for j, (_, _, _, r, _) in enumerate(layers) if j != i])
+        slope, intercept = np.polyfit(x, y, 1)
+        constant = np.expm1(np.median(np.abs(ratio - np.median(y))))
+        line = np.expm1(np.median(np.abs(ratio - intercept - slope * tiles)))
+        rows.append([device, dtype, str(len(ratio)), f"{np.exp(np.median(ratio)):.2f}",
+                     f"{constant:.1%}", f"{line:.1%}", f"{slope:+.3f}", f"{dgrad:.2f}"])
+    x = np.concatenate([t for _, _, t, _, _ in layers])
+    y = np.concatenate([r for _, _, _, r, _ in layers])
+    slope, intercept = np.polyfit(x, y, 1)
+    in_sample = float(np.expm1(np.median(np.abs(y - intercept - slope * x))))
+    return rows, (float(np.exp(intercept)), float(slope)), in_sample
 
 
 def conv_rows() -> list[list[str]]:
@@ -497,11 +525,12 @@ def conv_rows() -> list[list[str]]:
     out = []
     for device, dtype, col in _conv_tables():
         shapes = [tuple(int(col[c][i]) for c in CONV_SHAPE) for i in range(len(col["n"]))]
-        dgrad = col["dgrad"]
+        dgrad = col["dgrad_seconds"]
         records = [_conv_ops(sh, dtype, not np.isnan(d))
                    for sh, d in zip(shapes, dgrad, strict=True)]
-        passes = {"forward": ([f for f, _ in records], col["forward"]),
-                  "backward": ([b for _, b in records], np.nan_to_num(dgrad) + col["wgrad"])}
+        passes = {"forward": ([f for f, _ in records], col["forward_seconds"]),
+                  "backward": ([b for _, b in records],
+                               np.nan_to_num(dgrad) + col["wgrad_seconds"])}
         for label, (groups, measured) in passes.items():
             cells = [device, dtype, label, str(len(groups))]
             for options in ({**DATASHEET, "kernel_passes": False},
@@ -664,22 +693,25 @@ def main() -> int:
         off = [abs(e) for row in power_errors if (e := row[i]) is not None]
         print(f"{label}: median |error| {statistics.median(off):.1%}, p90 "
               f"{np.percentile(off, 90):.1%}, max {max(off):.1%} ({len(off)} devices)")
-    wgrad, median = wgrad_rows()
-    print("\nConvolution passes (DeepBench's cuDNN tables, layers of >= "
-          f"{CONV_MIN_CHANNELS} input channels): the median over layers of the weight "
-          "gradient's time over the forward's, each table against the median of the "
-          "others (held out), and of the input gradient's\n")
-    print(table(["device", "dtype", "wgrad / forward", "held out", "error", "dgrad / forward"],
-                wgrad))
-    errors = [abs(float(r[4].rstrip("%")) / 100) for r in wgrad]
-    print(f"\nmedian of all {len(wgrad)} tables: {median:.2f} (the library's WGRAD_SLOWDOWN: "
-          f"{WGRAD_SLOWDOWN}); held out: median |error| {statistics.median(errors):.1%}, "
-          f"worst {max(errors):.1%}")
+    wgrad, (one_tile, exponent), in_sample = wgrad_rows()
+    print("\nConvolution weight gradient (DeepBench's cuDNN tables, layers of >= "
+          f"{CONV_MIN_CHANNELS} input channels): its time over the forward's, the median per "
+          "table; the per-layer median error of the median of the other tables (constant) and "
+          "of ln ratio = a + b ln tiles fitted to the other tables (tiles: the 128x128 tiles "
+          "of the gradient's C_out x C_in*R*S output), both held out, with that fit's slope b; "
+          "and the input gradient's time over the forward's\n")
+    print(table(["device", "dtype", "layers", "wgrad / forward", "constant, held out",
+                 "line, held out", "slope", "dgrad / forward"], wgrad))
+    print(f"\nfitted to all {len(wgrad)} tables: ratio = {one_tile:.2f} x tiles^{exponent:.3f} "
+          f"(the library's: {WGRAD_ONE_TILE} x tiles^{WGRAD_TILE_EXPONENT}), per-layer median "
+          f"error {in_sample:.1%}; held out, median over tables: constant "
+          f"{statistics.median(float(r[4].rstrip('%')) for r in wgrad):.1f}%, line "
+          f"{statistics.median(float(r[5].rstrip('%')) for r in wgrad):.1f}%")
     print("\nConvolutions (DeepBench's 94 layers per table; forward, and backward = input + "
-          "weight gradients; 16-bit ones with the NCHW <-> NHWC transposes cuDNN runs around "
-          "them; datasheet: the classic roofline; without slowdown: both gradients at the "
-          "forward's rate, kernel_passes=False; default: the weight gradient at "
-          "WGRAD_SLOWDOWN x the forward's time)\n")
+          "weight gradients; fp32 NCHW, fp16 NHWC with channels padded to eights, as "
+          "DeepBench ran them; datasheet: the classic roofline; without slowdown: both "
+          "gradients at the forward's rate, kernel_passes=False; default: the weight "
+          "gradient at the fitted line's multiple of the forward's time, in-sample)\n")
     print(table(["device", "dtype", "pass", "layers", "datasheet", "bias",
                  "without slowdown", "bias", "default", "bias"], conv_rows()))
     print("\nBatched GEMM (AIConfigurator's MLA bmm; not fitted: the device's GEMM fit)\n")

@@ -97,10 +97,15 @@ def test_depthwise_convolution_runs_on_the_vector_units() -> None:
 
 
 def test_convolution_weight_gradient_runs_slower_than_the_forward() -> None:
-    """cuDNN's weight gradient takes WGRAD_SLOWDOWN x the forward's time for its FLOPs; the
-    input gradient runs at the forward's rate; a first layer (no input gradient) launches
-    the weight gradient alone."""
-    from roofline.analysis.gemm import WGRAD_SLOWDOWN, weight_gradient_share
+    """cuDNN's weight gradient takes WGRAD_ONE_TILE x tiles^WGRAD_TILE_EXPONENT the
+    forward's time for its FLOPs, tiles the 128x128 tiles of its output; the input gradient
+    runs at the forward's rate; a first layer (no input gradient) launches the weight
+    gradient alone."""
+    from roofline.analysis.gemm import (
+        WGRAD_ONE_TILE,
+        WGRAD_TILE_EXPONENT,
+        weight_gradient_share,
+    )
 
     def step(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         return torch.nn.functional.conv2d(x, w, padding=1).sum()
@@ -120,9 +125,39 @@ def test_convolution_weight_gradient_runs_slower_than_the_forward() -> None:
     ops = Trace([forward, both, weight_only])
     a = roofline.analyze(ops, "v100", overhead=False)
     plain = roofline.analyze(ops, "v100", overhead=False, kernel_passes=False)
+    # the weight gradient's output, 256 x (128*3*3): 2 x 9 tiles of 128x128
+    slowdown = WGRAD_ONE_TILE * 18 ** WGRAD_TILE_EXPONENT
+    assert slowdown == pytest.approx(1.36, abs=0.01)
     assert a.compute_seconds[0] == pytest.approx(plain.compute_seconds[0])
-    assert a.compute_seconds[1] == pytest.approx(plain.compute_seconds[1]
-                                                 * (1 + WGRAD_SLOWDOWN) / 2)
-    assert a.compute_seconds[2] == pytest.approx(plain.compute_seconds[2] * WGRAD_SLOWDOWN)
+    assert a.compute_seconds[1] == pytest.approx(plain.compute_seconds[1] * (1 + slowdown) / 2)
+    assert a.compute_seconds[2] == pytest.approx(plain.compute_seconds[2] * slowdown)
     assert any("weight gradient" in note for note in a.assumptions)
     assert not any("weight gradient" in note for note in plain.assumptions)
+    # the measurement is cuDNN's: an AMD GPU and a CPU run both gradients at the forward's rate
+    for other in ("mi300x", "Xeon Platinum 8480+"):
+        assert roofline.analyze(ops, other, overhead=False).compute_seconds == pytest.approx(
+            roofline.analyze(ops, other, overhead=False, kernel_passes=False).compute_seconds)
+    # the device's rate as reached stays the forward's (the slowdown is the op's, not the chip's)
+    assert a.achievable_flops_per_s == pytest.approx(plain.achievable_flops_per_s)
+
+
+def test_frozen_convolution_weights_leave_the_input_gradient_at_the_forward_rate() -> None:
+    from roofline.analysis.gemm import weight_gradient_share
+
+    def step(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.conv2d(x, w).sum()
+
+    def backward(x: tuple[int, ...], w: tuple[int, ...]) -> OpRecord:
+        t = roofline.trace(step, torch.empty(*x, device="meta", requires_grad=True),
+                           torch.empty(*w, device="meta"), train=True, fake=True)
+        (op,) = (op for op in t.ops if op.category == "conv" and op.backward_kernel)
+        return op
+
+    frozen = backward((16, 64, 28, 28), (128, 64, 1, 1))  # input gradient only
+    assert weight_gradient_share(frozen) == 0
+    ops = Trace([frozen])
+    assert roofline.analyze(ops, "v100", overhead=False).compute_seconds == pytest.approx(
+        roofline.analyze(ops, "v100", overhead=False, kernel_passes=False).compute_seconds)
+    # an input shaped as the weight (an SE block's 1x1 conv on N x C x 1 x 1, N = C_out):
+    # its lone gradient's shape names neither, so it counts half
+    assert weight_gradient_share(backward((64, 64, 1, 1), (64, 64, 1, 1))) == 0.5

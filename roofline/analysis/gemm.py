@@ -9,6 +9,7 @@ split-K heuristics of real libraries vary; skinny GEMMs are the least certain.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -22,15 +23,30 @@ Gemm = tuple[int, int, int, float]  # (batch, rows, cols, reduction length k)
 
 TILE_SIDE = 128  # cuBLAS/CUTLASS-style 128x128 output tile per compute unit
 SPLIT_K = 1024  # reduction length per split-K chunk
-#: How much longer cuDNN's weight gradient of a convolution takes than its forward, for
-#: the same FLOPs: the median over DeepBench's nine NVIDIA training tables (Maxwell,
-#: Pascal, Volta, Turing; fp32 and fp16 tensor cores; cuDNN 6-7.6) of wgrad / forward
-#: per layer, 1.20-1.53 per table, each within 21% of the median of the others
-#: (``benchmarks/kernels.py``). The weight gradient reduces over the long N*H*W side: its
-#: output (C_out x C_in*R*S) is small, so it tiles into few blocks and splits the reduction,
-#: whose partial sums cost a second pass. The input gradient ran at the forward's rate
-#: (median 1.04).
-WGRAD_SLOWDOWN = 1.43
+#: How much longer cuDNN's weight gradient of a convolution takes than its forward, for the
+#: same FLOPs, against the 128x128 tiles of its output (C_out x C_in*R*S / groups):
+#: ratio = WGRAD_ONE_TILE * tiles ** WGRAD_TILE_EXPONENT, a least-squares line in logs
+#: through the layers of DeepBench's nine NVIDIA training tables (Maxwell, Pascal, Volta,
+#: Turing; fp32, and fp16 on the tensor cores; cuDNN 5-7.6; ``benchmarks/kernels.py``).
+#: The weight gradient reduces over the long N*H*W side into that small output: few tiles
+#: leave the chip to a split reduction, whose partial sums cost a second pass (2.1x the
+#: forward's time at one tile, 1.4x at 16, 1.0x at 140); the batch does not enter (-0.01
+#: per e-fold of N*H*W when added to the fit). Each table's own slope, the others held
+#: out, is -0.144 to -0.160. The input gradient ran at the forward's rate (median 1.04).
+WGRAD_ONE_TILE = 2.11
+WGRAD_TILE_EXPONENT = -0.152
+
+
+def wgrad_tiles(weight: tuple[int, ...]) -> int:
+    """128x128 tiles of the weight gradient's output, (C_out, C_in / groups * kernel), of a
+    convolution whose weight has this shape (C_out, C_in / groups, *kernel)."""
+    return -(-weight[0] // TILE_SIDE) * -(-math.prod(weight[1:]) // TILE_SIDE)
+
+
+def wgrad_ratio(weight: tuple[int, ...]) -> float:
+    """Weight-gradient time over forward time, for the same FLOPs, of a convolution whose
+    weight has this shape."""
+    return WGRAD_ONE_TILE * max(wgrad_tiles(weight), 1) ** WGRAD_TILE_EXPONENT
 
 
 def gemm(op: OpRecord) -> Gemm | None:
@@ -58,14 +74,29 @@ def gemm(op: OpRecord) -> Gemm | None:
 
 def weight_gradient_share(op: OpRecord) -> float:
     """Share of a convolution backward's FLOPs that is the weight gradient (0 for any
-    other op): its gradients are (input, weight), each one forward's FLOPs, and a
-    backward whose input needs none computes the weight's alone."""
-    if op.category != "conv" or not op.backward_kernel or len(op.input_shapes) < 3:
+    other op, and for a depthwise one, which runs no GEMM): its gradients are (input,
+    weight), each one forward's FLOPs, and a backward whose input (or weight) needs none
+    computes the other alone. A lone gradient whose shape is both the input's and the
+    weight's cannot be told apart from its shape: half."""
+    if op.category != "conv" or not op.backward_kernel or len(op.input_shapes) < 3 \
+            or is_depthwise(op):
         return 0.0
     grads = [shape for shape in op.output_shapes if len(shape) >= 3]  # a bias grad is 1-D
     if len(grads) >= 2:
         return 1 / len(grads)
-    return 1.0 if grads and grads[0] == op.input_shapes[2] else 0.0
+    if not grads:
+        return 0.0
+    x, w = op.input_shapes[1], op.input_shapes[2]
+    return 0.5 if x == w else float(grads[0] == w)
+
+
+def wgrad_slowdown(op: OpRecord, spec: DeviceSpec) -> float:
+    """Factor on an op's compute time for cuDNN's weight gradient (:func:`wgrad_ratio`; 1:
+    none): NVIDIA GPUs only, where the measurement is from."""
+    if spec.kind != "gpu" or spec.vendor != "NVIDIA":
+        return 1.0
+    share = weight_gradient_share(op)
+    return 1 - share + share * wgrad_ratio(op.input_shapes[2]) if share else 1.0
 
 
 def fill(op: OpRecord, compute_units: int | None) -> float:

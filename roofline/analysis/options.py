@@ -60,9 +60,10 @@ class Options:
         passes PyTorch's CUDA kernels make over rows that do not fit on chip, and their
         extra kernels, and layer (and fused RMS) norm's forward at the bandwidth its
         block-per-row kernel was measured to stream at (``roofline.analysis.passes``),
-        and a convolution's weight gradient at ``WGRAD_SLOWDOWN`` times its forward's time
-        (cuDNN's split reduction, ``roofline.analysis.gemm``); ``False``: each input read
-        once, at the bandwidth of its access pattern, both gradients at the forward's rate.
+        and on NVIDIA GPUs a convolution's weight gradient at the multiple of its forward's
+        time cuDNN's split reduction takes (``roofline.analysis.gemm.wgrad_ratio``); ``False``:
+        each input read once, at the bandwidth of its access pattern, both gradients at the
+        forward's rate.
     gemm_shapes : bool
         Cost matmuls (``mm``, ``addmm``, ``bmm``...) with the GEMM time model fitted to the
         device's measured per-shape table, or its class's (``roofline.analysis.gemm``);

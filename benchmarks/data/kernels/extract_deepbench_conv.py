@@ -4,11 +4,15 @@ Reads ``results/train/DeepBench_NV_<part>.xlsx`` from a clone of baidu-research/
 at the pinned commit (``git show``), sheet by sheet: the "Convolution" block of the fp32
 sheet, and of the "FP16 ip, Mixed math" sheet (fp16 operands on the tensor cores, fp32
 accumulation) where the part has one. Each row is one cuDNN convolution of a network's
-layer, timed three ways: forward, gradient of the input (dgrad; "N/A*" for a first layer,
-whose input needs none) and of the weight (wgrad), in ms, with cuDNN's fastest algorithm
-(its benchmark mode: implicit GEMM, Winograd, FFT). Columns: n, c, h, w, k, r, s, pad_h,
-pad_w, stride_h, stride_w, forward, dgrad, wgrad (seconds; empty where not measured).
-Needs openpyxl, which roofline does not depend on.
+layer, timed three ways: forward, gradient of the input (dgrad; "N/A*" where not measured,
+on some parts for a first layer, whose input needs none) and of the weight (wgrad), in ms.
+How DeepBench ran them (``code/nvidia/conv_bench.cu`` at the same commit): fp32 in NCHW with
+the algorithm cuDNN picks (implicit GEMM, Winograd, FFT); fp16 on the tensor cores in NHWC,
+C and K padded to multiples of 8, forward IMPLICIT_PRECOMP_GEMM and both gradients ALGO_1
+(the only algorithms cuDNN 7 gave tensor-op math). Columns: n, c, h, w, k, r, s, pad_h,
+pad_w, stride_h, stride_w (the layer as listed, before padding), forward_seconds,
+dgrad_seconds, wgrad_seconds (empty where not measured). Needs openpyxl, which roofline
+does not depend on.
 
 Usage: ``python benchmarks/data/kernels/extract_deepbench_conv.py --repo PATH``
 """
@@ -32,9 +36,9 @@ PARTS = {"V100": "v100_sxm2_16gb", "T4": "t4", "P100": "p100_pcie_16gb",
 #: "R (Filter height)" against "R") -> ours. R is the filter's height, S its width.
 COLUMNS = {"n": "n", "c": "c", "h": "h", "w": "w", "k": "k", "r": "r", "s": "s",
            "pad_h": "pad_h", "pad_w": "pad_w", "vertical stride": "stride_h",
-           "horizontal stride": "stride_w", "forward": "forward", "wrt inputs": "dgrad",
-           "wrt parameters": "wgrad"}
-TIMES = ("forward", "dgrad", "wgrad")
+           "horizontal stride": "stride_w", "forward": "forward_seconds",
+           "wrt inputs": "dgrad_seconds", "wrt parameters": "wgrad_seconds"}
+TIMES = ("forward_seconds", "dgrad_seconds", "wgrad_seconds")
 
 
 def _key(cell: object) -> str:
