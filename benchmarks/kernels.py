@@ -41,7 +41,7 @@ import torch
 from torch import nn
 
 import roofline
-from roofline.analysis.gemm import WGRAD_ONE_TILE, WGRAD_TILE_EXPONENT, wgrad_tiles
+from roofline.analysis.gemm import DGRAD_STRIDED, WGRAD_ONE_TILE, WGRAD_TILE_EXPONENT, wgrad_tiles
 from roofline.hardware.achievable import (
     GEMM_DEFAULT_DTYPES,
     POWER_EXPONENT,
@@ -482,41 +482,50 @@ def _conv_tables() -> list[tuple[str, str, dict[str, np.ndarray]]]:
 CONV_MIN_CHANNELS = 16
 
 
-def _wgrad_layers() -> list[tuple[str, str, np.ndarray, np.ndarray, float]]:
+def _wgrad_layers() -> list[tuple[str, str, np.ndarray, np.ndarray, float, float]]:
     """Per table: (device, dtype, ln tiles of the weight gradient's output, ln wgrad /
-    forward, median dgrad / forward) over its layers of >= CONV_MIN_CHANNELS channels."""
+    forward, and the median dgrad / forward at stride 1 and at stride 2) over its layers of
+    >= CONV_MIN_CHANNELS channels."""
     out = []
     for device, dtype, col in _conv_tables():
         deep = col["c"] >= CONV_MIN_CHANNELS
         weights = zip(col["k"][deep], col["c"][deep], col["r"][deep], col["s"][deep],
                       strict=True)
         tiles = np.log([wgrad_tiles((int(k), int(c), int(r), int(s))) for k, c, r, s in weights])
-        forward = col["forward_seconds"][deep]
-        out.append((device, dtype, tiles, np.log(col["wgrad_seconds"][deep] / forward),
-                    float(np.nanmedian(col["dgrad_seconds"][deep] / forward))))
+        forward = col["forward_seconds"]
+        dgrad = col["dgrad_seconds"] / forward
+        strided = col["stride_h"] > 1
+        out.append((device, dtype, tiles, np.log(col["wgrad_seconds"][deep] / forward[deep]),
+                    float(np.nanmedian(dgrad[deep & ~strided])),
+                    float(np.nanmedian(dgrad[deep & strided]))))
     return out
 
 
-def wgrad_rows() -> tuple[list[list[str]], tuple[float, float], float]:
+def wgrad_rows() -> tuple[list[list[str]], tuple[float, float, float], float]:
     """Per table: the median wgrad / forward; the per-layer median error of the median of the
     other tables' ratios (a constant) and of the line ln ratio = a + b ln tiles fitted to
-    the other tables (held out), with that fit's slope. Also the line fitted to all tables
-    (a, b) and its per-layer median error."""
+    the other tables (held out), with that fit's slope; the median dgrad / forward at stride
+    1 and 2, and the stride-2 one of the other tables' (held out). Also the line fitted to
+    all tables (a, b), the stride-2 median of all, and the line's per-layer median error."""
     layers = _wgrad_layers()
     rows = []
-    for i, (device, dtype, tiles, ratio, dgrad) in enumerate(layers):
-        x = np.concatenate([t for j, (_, _, t, _, _) in enumerate(layers) if j != i])
-        y = np.concatenate([r for j, (_, _, _, r, _) in enumerate(layers) if j != i])
+    for i, (device, dtype, tiles, ratio, dgrad1, dgrad2) in enumerate(layers):
+        others = [layer for j, layer in enumerate(layers) if j != i]
+        x = np.concatenate([layer[2] for layer in others])
+        y = np.concatenate([layer[3] for layer in others])
         slope, intercept = np.polyfit(x, y, 1)
         constant = np.expm1(np.median(np.abs(ratio - np.median(y))))
         line = np.expm1(np.median(np.abs(ratio - intercept - slope * tiles)))
+        held = float(np.median([layer[5] for layer in others]))
         rows.append([device, dtype, str(len(ratio)), f"{np.exp(np.median(ratio)):.2f}",
-                     f"{constant:.1%}", f"{line:.1%}", f"{slope:+.3f}", f"{dgrad:.2f}"])
-    x = np.concatenate([t for _, _, t, _, _ in layers])
-    y = np.concatenate([r for _, _, _, r, _ in layers])
+                     f"{constant:.1%}", f"{line:.1%}", f"{slope:+.3f}", f"{dgrad1:.2f}",
+                     f"{dgrad2:.2f}", f"{held / dgrad2 - 1:+.1%}"])
+    x = np.concatenate([layer[2] for layer in layers])
+    y = np.concatenate([layer[3] for layer in layers])
     slope, intercept = np.polyfit(x, y, 1)
     in_sample = float(np.expm1(np.median(np.abs(y - intercept - slope * x))))
-    return rows, (float(np.exp(intercept)), float(slope)), in_sample
+    strided = float(np.median([layer[5] for layer in layers]))
+    return rows, (float(np.exp(intercept)), float(slope), strided), in_sample
 
 
 def conv_rows() -> list[list[str]]:
@@ -693,25 +702,32 @@ def main() -> int:
         off = [abs(e) for row in power_errors if (e := row[i]) is not None]
         print(f"{label}: median |error| {statistics.median(off):.1%}, p90 "
               f"{np.percentile(off, 90):.1%}, max {max(off):.1%} ({len(off)} devices)")
-    wgrad, (one_tile, exponent), in_sample = wgrad_rows()
-    print("\nConvolution weight gradient (DeepBench's cuDNN tables, layers of >= "
-          f"{CONV_MIN_CHANNELS} input channels): its time over the forward's, the median per "
-          "table; the per-layer median error of the median of the other tables (constant) and "
-          "of ln ratio = a + b ln tiles fitted to the other tables (tiles: the 128x128 tiles "
-          "of the gradient's C_out x C_in*R*S output), both held out, with that fit's slope b; "
-          "and the input gradient's time over the forward's\n")
+    wgrad, (one_tile, exponent, strided), in_sample = wgrad_rows()
+    print("\nConvolution gradients (DeepBench's cuDNN tables, layers of >= "
+          f"{CONV_MIN_CHANNELS} input channels): the weight gradient's time over the "
+          "forward's, the median per table; the per-layer median error of the median of the "
+          "other tables (constant) and of ln ratio = a + b ln tiles fitted to the other tables "
+          "(tiles: the 128x128 tiles of the gradient's C_out x C_in*R*S output), both held "
+          "out, with that fit's slope b; the input gradient's time over the forward's at "
+          "stride 1 and 2, and the error of the other tables' stride-2 median (held out)\n")
     print(table(["device", "dtype", "layers", "wgrad / forward", "constant, held out",
-                 "line, held out", "slope", "dgrad / forward"], wgrad))
-    print(f"\nfitted to all {len(wgrad)} tables: ratio = {one_tile:.2f} x tiles^{exponent:.3f} "
-          f"(the library's: {WGRAD_ONE_TILE} x tiles^{WGRAD_TILE_EXPONENT}), per-layer median "
-          f"error {in_sample:.1%}; held out, median over tables: constant "
-          f"{statistics.median(float(r[4].rstrip('%')) for r in wgrad):.1f}%, line "
-          f"{statistics.median(float(r[5].rstrip('%')) for r in wgrad):.1f}%")
+                 "line, held out", "slope", "dgrad / forward, stride 1", "stride 2",
+                 "stride 2 held out"], wgrad))
+    held = [abs(float(r[9].rstrip("%"))) for r in wgrad]
+    print(f"\nfitted to all {len(wgrad)} tables: wgrad / forward = {one_tile:.2f} x "
+          f"tiles^{exponent:.3f} (the library's: {WGRAD_ONE_TILE} x tiles^"
+          f"{WGRAD_TILE_EXPONENT}), per-layer median error {in_sample:.1%}; held out, median "
+          f"over tables: constant {statistics.median(float(r[4].rstrip('%')) for r in wgrad):.1f}"
+          f"%, line {statistics.median(float(r[5].rstrip('%')) for r in wgrad):.1f}%. "
+          f"Strided dgrad / forward: median {strided:.2f} (the library's DGRAD_STRIDED: "
+          f"{DGRAD_STRIDED}); held out median |error| {statistics.median(held):.1f}%, worst "
+          f"{max(held):.1f}%")
     print("\nConvolutions (DeepBench's 94 layers per table; forward, and backward = input + "
           "weight gradients; fp32 NCHW, fp16 NHWC with channels padded to eights, as "
           "DeepBench ran them; datasheet: the classic roofline; without slowdown: both "
           "gradients at the forward's rate, kernel_passes=False; default: the weight "
-          "gradient at the fitted line's multiple of the forward's time, in-sample)\n")
+          "gradient at the fitted line's multiple of the forward's time and a strided "
+          "input gradient at DGRAD_STRIDED's, in-sample)\n")
     print(table(["device", "dtype", "pass", "layers", "datasheet", "bias",
                  "without slowdown", "bias", "default", "bias"], conv_rows()))
     print("\nBatched GEMM (AIConfigurator's MLA bmm; not fitted: the device's GEMM fit)\n")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 import torch
 from conftest import make_op, make_op_4096
@@ -161,3 +162,39 @@ def test_frozen_convolution_weights_leave_the_input_gradient_at_the_forward_rate
     # an input shaped as the weight (an SE block's 1x1 conv on N x C x 1 x 1, N = C_out):
     # its lone gradient's shape names neither, so it counts half
     assert weight_gradient_share(backward((64, 64, 1, 1), (64, 64, 1, 1))) == 0.5
+
+
+def test_strided_convolution_input_gradient_runs_at_the_measured_multiple() -> None:
+    """A stride-2 convolution's input gradient takes DGRAD_STRIDED x its forward's time
+    (DeepBench's stride-2 layers); stride 1, unpadded, keeps the forward's rate."""
+    from roofline.analysis.gemm import (
+        DGRAD_STRIDED,
+        WGRAD_ONE_TILE,
+        WGRAD_TILE_EXPONENT,
+        conv_stride,
+    )
+
+    def backward(x: tuple[int, ...], w: tuple[int, ...], stride: int, padding: int,
+                 weight_grad: bool) -> OpRecord:
+        def step(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+            return torch.nn.functional.conv2d(x, w, stride=stride, padding=padding).sum()
+
+        t = roofline.trace(step, torch.empty(*x, device="meta", requires_grad=True),
+                           torch.empty(*w, device="meta", requires_grad=weight_grad),
+                           train=True, fake=True)
+        (op,) = (op for op in t.ops if op.category == "conv" and op.backward_kernel)
+        return op
+
+    down = backward((16, 256, 56, 56), (512, 256, 1, 1), 2, 0, True)  # ResNet's downsample
+    frozen = backward((16, 256, 56, 56), (512, 256, 1, 1), 2, 0, False)
+    three = backward((16, 128, 56, 56), (128, 128, 3, 3), 2, 1, False)  # 56 -> 28, padded
+    valid = backward((16, 128, 30, 30), (128, 128, 3, 3), 1, 0, False)  # 30 -> 28, stride 1
+    assert [conv_stride(op) for op in (down, frozen, three, valid)] == [2, 2, 2, 1]
+    ops = Trace([down, frozen, three, valid])
+    a = roofline.analyze(ops, "v100", overhead=False)
+    plain = roofline.analyze(ops, "v100", overhead=False, kernel_passes=False)
+    # the weight gradient's output, 512 x 256: 4 x 2 tiles
+    wgrad = WGRAD_ONE_TILE * 8 ** WGRAD_TILE_EXPONENT
+    assert a.compute_seconds == pytest.approx(plain.compute_seconds * np.array(
+        [(DGRAD_STRIDED + wgrad) / 2, DGRAD_STRIDED, DGRAD_STRIDED, 1.0]))
+    assert any("input gradient" in note for note in a.assumptions)

@@ -35,6 +35,13 @@ SPLIT_K = 1024  # reduction length per split-K chunk
 #: out, is -0.144 to -0.160. The input gradient ran at the forward's rate (median 1.04).
 WGRAD_ONE_TILE = 2.11
 WGRAD_TILE_EXPONENT = -0.152
+#: How much longer the input gradient of a strided convolution takes than its forward, for
+#: the same FLOPs: the median over the same nine tables of dgrad / forward on their
+#: stride-2 layers (1.53-2.21 per table, held out each within 35% of the others' median,
+#: 12% at the median). It scatters into s^2 times the positions the forward gathers from;
+#: at stride 1 the input gradient ran at the forward's rate (0.97-1.07 per table; the
+#: V100's fp16, 1.22, aside). Only stride 2 was measured; larger strides take it too.
+DGRAD_STRIDED = 2.02
 
 
 def wgrad_tiles(weight: tuple[int, ...]) -> int:
@@ -90,13 +97,25 @@ def weight_gradient_share(op: OpRecord) -> float:
     return 0.5 if x == w else float(grads[0] == w)
 
 
-def wgrad_slowdown(op: OpRecord, spec: DeviceSpec) -> float:
-    """Factor on an op's compute time for cuDNN's weight gradient (:func:`wgrad_ratio`; 1:
-    none): NVIDIA GPUs only, where the measurement is from."""
-    if spec.kind != "gpu" or spec.vendor != "NVIDIA":
+def conv_stride(op: OpRecord) -> int:
+    """The largest stride of a convolution backward, from its input's spatial size over its
+    grad_output's (1 when its shapes do not say)."""
+    grad_out, x = op.input_shapes[0], op.input_shapes[1]
+    if len(grad_out) < 3 or len(x) != len(grad_out):
+        return 1
+    return max(1, *(round(i / max(o, 1)) for i, o in zip(x[2:], grad_out[2:], strict=True)))
+
+
+def gradient_slowdown(op: OpRecord, spec: DeviceSpec) -> float:
+    """Factor on a convolution backward's compute time for cuDNN's gradients (1: none): the
+    weight gradient's :func:`wgrad_ratio`, a strided input gradient's
+    :data:`DGRAD_STRIDED`. NVIDIA GPUs only, where the measurement is from."""
+    if spec.kind != "gpu" or spec.vendor != "NVIDIA" or op.category != "conv" \
+            or not op.backward_kernel or len(op.input_shapes) < 3 or is_depthwise(op):
         return 1.0
     share = weight_gradient_share(op)
-    return 1 - share + share * wgrad_ratio(op.input_shapes[2]) if share else 1.0
+    dgrad = DGRAD_STRIDED if conv_stride(op) > 1 else 1.0
+    return (1 - share) * dgrad + (share * wgrad_ratio(op.input_shapes[2]) if share else 0.0)
 
 
 def fill(op: OpRecord, compute_units: int | None) -> float:

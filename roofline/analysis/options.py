@@ -60,8 +60,8 @@ class Options:
         passes PyTorch's CUDA kernels make over rows that do not fit on chip, and their
         extra kernels, and layer (and fused RMS) norm's forward at the bandwidth its
         block-per-row kernel was measured to stream at (``roofline.analysis.passes``),
-        and on NVIDIA GPUs a convolution's weight gradient at the multiple of its forward's
-        time cuDNN's split reduction takes (``roofline.analysis.gemm.wgrad_ratio``); ``False``:
+        and on NVIDIA GPUs a convolution's gradients at the multiples of its forward's time
+        cuDNN's were measured to take (``roofline.analysis.gemm.gradient_slowdown``); ``False``:
         each input read once, at the bandwidth of its access pattern, both gradients at the
         forward's rate.
     gemm_shapes : bool

@@ -217,11 +217,11 @@ class Analysis:
     @property
     def achievable_flops_per_s(self) -> float:
         """The rate the engine that carries most of the FLOPs runs its largest op at, before
-        fill and before a convolution weight gradient's slowdown: the datasheet peak times
+        fill and before a convolution gradient's slowdown: the datasheet peak times
         the share the device reaches (measured, its class's or a GEMM fit's), as ``peaks``
         says; 0 when no op has a rate."""
         top = self._top_engine()
-        on_top = [(op.flops, float(r) * (gemm.wgrad_slowdown(op, self.device)
+        on_top = [(op.flops, float(r) * (gemm.gradient_slowdown(op, self.device)
                                          if self.options.kernel_passes else 1.0))
                   for op, e, r in zip(self.trace.ops, self.engine, self.flops_per_s,
                                       strict=True) if e == top]
@@ -365,7 +365,7 @@ def _engines(trace: Trace, spec: DeviceSpec, rates: Rates,
     on_curve: dict[str, list[int]] = {}  # measured matmul curve's dtype -> op indices
     shapes: dict[int, gemm.Gemm] = {}
     fitted: dict[int, GemmFigure] = {}
-    slow = np.ones(n)  # a convolution backward's time over its forward's (weight gradient)
+    slow = np.ones(n)  # a convolution backward's time over its forward's (gradient_slowdown)
     for i, op in enumerate(trace.ops):
         if op.flops <= 0:  # nothing to compute: no engine, no rate to look up
             continue
@@ -385,12 +385,13 @@ def _engines(trace: Trace, spec: DeviceSpec, rates: Rates,
             fitted[i] = fit
         else:
             fill[i] = gemm.fill(op, spec.compute_units)
-        if rates.options.kernel_passes and (factor := gemm.wgrad_slowdown(op, spec)) != 1:
+        if rates.options.kernel_passes and (factor := gemm.gradient_slowdown(op, spec)) != 1:
             rates.note("a convolution's weight gradient takes its forward's time for the "
                        f"same FLOPs times {gemm.WGRAD_ONE_TILE} x (its output's 128x128 "
-                       f"tiles)^{gemm.WGRAD_TILE_EXPONENT}: 2.1x at one tile, 1.4x at 16, "
-                       "1.0x at 140 (cuDNN's split reduction, measured: DeepBench da81ba7, "
-                       "nine tables of cuDNN 5-7.6; roofline.analysis.gemm)")
+                       f"tiles)^{gemm.WGRAD_TILE_EXPONENT} (2.1x at one tile, 1.4x at 16, "
+                       "1.0x at 140: cuDNN's split reduction), a strided one's input "
+                       f"gradient {gemm.DGRAD_STRIDED}x (measured: DeepBench da81ba7, nine "
+                       "tables of cuDNN 5-7.6; roofline.analysis.gemm)")
             slow[i] = factor
     for dtype, idx in on_curve.items():  # the measured rate of the shape replaces peak x fill
         rate[idx] = gemm.curve_rates([shapes[i] for i in idx], spec.matmul_curve[dtype]) \
