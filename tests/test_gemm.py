@@ -172,6 +172,7 @@ def test_strided_convolution_input_gradient_runs_at_the_measured_multiple() -> N
         WGRAD_ONE_TILE,
         WGRAD_TILE_EXPONENT,
         conv_stride,
+        gradient_slowdown,
     )
 
     def backward(x: tuple[int, ...], w: tuple[int, ...], stride: int, padding: int,
@@ -198,3 +199,10 @@ def test_strided_convolution_input_gradient_runs_at_the_measured_multiple() -> N
     assert a.compute_seconds == pytest.approx(plain.compute_seconds * np.array(
         [(DGRAD_STRIDED + wgrad) / 2, DGRAD_STRIDED, DGRAD_STRIDED, 1.0]))
     assert any("input gradient" in note for note in a.assumptions)
+    # a bias gradient alone is a sum, not a GEMM: no factor, strided or not
+    x, w = torch.empty(8, 64, 28, 28, device="meta"), torch.empty(64, 64, 1, 1, device="meta")
+    t = roofline.trace(lambda x, w, b: torch.nn.functional.conv2d(x, w, b, stride=2).sum(), x, w,
+                       torch.empty(64, device="meta", requires_grad=True), train=True, fake=True)
+    (bias,) = (op for op in t.ops if op.category == "conv" and op.backward_kernel)
+    assert bias.output_shapes == ((64,),)
+    assert gradient_slowdown(bias, roofline.get_device("v100")) == 1.0

@@ -32,7 +32,7 @@ SPLIT_K = 1024  # reduction length per split-K chunk
 #: leave the chip to a split reduction, whose partial sums cost a second pass (2.1x the
 #: forward's time at one tile, 1.4x at 16, 1.0x at 140); the batch does not enter (-0.01
 #: per e-fold of N*H*W when added to the fit). Each table's own slope, the others held
-#: out, is -0.144 to -0.160. The input gradient ran at the forward's rate (median 1.04).
+#: out, is -0.144 to -0.160. The input gradient: :data:`DGRAD_STRIDED`.
 WGRAD_ONE_TILE = 2.11
 WGRAD_TILE_EXPONENT = -0.152
 #: How much longer the input gradient of a strided convolution takes than its forward, for
@@ -111,7 +111,8 @@ def gradient_slowdown(op: OpRecord, spec: DeviceSpec) -> float:
     weight gradient's :func:`wgrad_ratio`, a strided input gradient's
     :data:`DGRAD_STRIDED`. NVIDIA GPUs only, where the measurement is from."""
     if spec.kind != "gpu" or spec.vendor != "NVIDIA" or op.category != "conv" \
-            or not op.backward_kernel or len(op.input_shapes) < 3 or is_depthwise(op):
+            or not op.backward_kernel or len(op.input_shapes) < 3 or is_depthwise(op) \
+            or not any(len(shape) >= 3 for shape in op.output_shapes):  # a bias grad alone
         return 1.0
     share = weight_gradient_share(op)
     dgrad = DGRAD_STRIDED if conv_stride(op) > 1 else 1.0
