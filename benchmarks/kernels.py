@@ -463,6 +463,7 @@ def _pass_seconds(groups: list[tuple[OpRecord, ...]], device: str | roofline.Dev
     return np.array([seconds[end - len(g):end].sum() for g, end in zip(groups, ends, strict=True)])
 
 
+@functools.cache
 def _conv_tables() -> list[tuple[str, str, dict[str, np.ndarray]]]:
     """(device, dtype, columns) of each DeepBench convolution table; times in seconds, NaN
     where not measured (the input gradient of some first layers)."""

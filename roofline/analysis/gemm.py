@@ -50,10 +50,15 @@ def wgrad_tiles(weight: tuple[int, ...]) -> int:
     return -(-weight[0] // TILE_SIDE) * -(-math.prod(weight[1:]) // TILE_SIDE)
 
 
+def wgrad_tile_ratio(tiles: int) -> float:
+    """Weight-gradient time over forward time, for the same FLOPs, of a weight gradient
+    whose output has this many 128x128 tiles."""
+    return WGRAD_ONE_TILE * max(tiles, 1) ** WGRAD_TILE_EXPONENT
+
+
 def wgrad_ratio(weight: tuple[int, ...]) -> float:
-    """Weight-gradient time over forward time, for the same FLOPs, of a convolution whose
-    weight has this shape."""
-    return WGRAD_ONE_TILE * max(wgrad_tiles(weight), 1) ** WGRAD_TILE_EXPONENT
+    """:func:`wgrad_tile_ratio` of a convolution whose weight has this shape."""
+    return wgrad_tile_ratio(wgrad_tiles(weight))
 
 
 def gemm(op: OpRecord) -> Gemm | None:
@@ -79,20 +84,27 @@ def gemm(op: OpRecord) -> Gemm | None:
     return batch, rows, cols, op.flops / max(2 * int(np.prod(out)) * grads, 1)
 
 
+def _gradients(op: OpRecord) -> list[tuple[int, ...]] | None:
+    """The gradients (3-D or more: a bias gradient is a 1-D sum) a convolution backward
+    computes as GEMMs; None for any other op, a depthwise one (no GEMM) or a bias gradient
+    alone."""
+    if op.category != "conv" or not op.backward_kernel or len(op.input_shapes) < 3 \
+            or is_depthwise(op):
+        return None
+    return [shape for shape in op.output_shapes if len(shape) >= 3] or None
+
+
 def weight_gradient_share(op: OpRecord) -> float:
     """Share of a convolution backward's FLOPs that is the weight gradient (0 for any
     other op, and for a depthwise one, which runs no GEMM): its gradients are (input,
     weight), each one forward's FLOPs, and a backward whose input (or weight) needs none
     computes the other alone. A lone gradient whose shape is both the input's and the
     weight's cannot be told apart from its shape: half."""
-    if op.category != "conv" or not op.backward_kernel or len(op.input_shapes) < 3 \
-            or is_depthwise(op):
+    grads = _gradients(op)
+    if grads is None:
         return 0.0
-    grads = [shape for shape in op.output_shapes if len(shape) >= 3]  # a bias grad is 1-D
     if len(grads) >= 2:
         return 1 / len(grads)
-    if not grads:
-        return 0.0
     x, w = op.input_shapes[1], op.input_shapes[2]
     return 0.5 if x == w else float(grads[0] == w)
 
@@ -110,13 +122,11 @@ def gradient_slowdown(op: OpRecord, spec: DeviceSpec) -> float:
     """Factor on a convolution backward's compute time for cuDNN's gradients (1: none): the
     weight gradient's :func:`wgrad_ratio`, a strided input gradient's
     :data:`DGRAD_STRIDED`. NVIDIA GPUs only, where the measurement is from."""
-    if spec.kind != "gpu" or spec.vendor != "NVIDIA" or op.category != "conv" \
-            or not op.backward_kernel or len(op.input_shapes) < 3 or is_depthwise(op) \
-            or not any(len(shape) >= 3 for shape in op.output_shapes):  # a bias grad alone
+    if spec.kind != "gpu" or spec.vendor != "NVIDIA" or _gradients(op) is None:
         return 1.0
     share = weight_gradient_share(op)
     dgrad = DGRAD_STRIDED if conv_stride(op) > 1 else 1.0
-    return (1 - share) * dgrad + (share * wgrad_ratio(op.input_shapes[2]) if share else 0.0)
+    return (1 - share) * dgrad + share * wgrad_ratio(op.input_shapes[2])
 
 
 def fill(op: OpRecord, compute_units: int | None) -> float:

@@ -119,6 +119,9 @@ class Analysis:
     figures: dict[str, Figure] = field(default_factory=dict)
     #: the least a step can take off the device: the batch over ``host_samples_per_s``
     input_floor_seconds: float = 0.0
+    #: per op, the factor its rate is below its engine's for cuDNN's convolution gradients
+    #: (:func:`roofline.analysis.gemm.gradient_slowdown`; 1 elsewhere; None: none anywhere)
+    gradient_slowdown: np.ndarray | None = None
 
     def engine_flops_per_s(self, engine: Engine) -> float | None:
         """The rate ``engine`` runs at in this analysis (its roof on a roofline chart):
@@ -221,10 +224,10 @@ class Analysis:
         the share the device reaches (measured, its class's or a GEMM fit's), as ``peaks``
         says; 0 when no op has a rate."""
         top = self._top_engine()
-        on_top = [(op.flops, float(r) * (gemm.gradient_slowdown(op, self.device)
-                                         if self.options.kernel_passes else 1.0))
-                  for op, e, r in zip(self.trace.ops, self.engine, self.flops_per_s,
-                                      strict=True) if e == top]
+        rate = self.flops_per_s if self.gradient_slowdown is None \
+            else self.flops_per_s * self.gradient_slowdown
+        on_top = [(op.flops, float(r)) for op, e, r in
+                  zip(self.trace.ops, self.engine, rate, strict=True) if e == top]
         return max(on_top)[1] if on_top else 0.0
 
     def _top_engine(self) -> Engine | None:
@@ -356,9 +359,10 @@ def _column(trace: Trace, name: str) -> np.ndarray:
 
 
 def _engines(trace: Trace, spec: DeviceSpec, rates: Rates,
-             ) -> tuple[list[Engine | None], np.ndarray, np.ndarray, dict[int, GemmFigure]]:
-    """Engine, effective FLOP/s and fill of every op, and the GEMM time model of each
-    matmul that has one."""
+             ) -> tuple[list[Engine | None], np.ndarray, np.ndarray, dict[int, GemmFigure],
+                        np.ndarray]:
+    """Engine, effective FLOP/s and fill of every op, the GEMM time model of each matmul
+    that has one, and each op's convolution-gradient slowdown (in the FLOP/s already)."""
     n = len(trace.ops)
     engines: list[Engine | None] = [None] * n
     rate, fill = np.zeros(n), np.ones(n)
@@ -386,12 +390,13 @@ def _engines(trace: Trace, spec: DeviceSpec, rates: Rates,
         else:
             fill[i] = gemm.fill(op, spec.compute_units)
         if rates.options.kernel_passes and (factor := gemm.gradient_slowdown(op, spec)) != 1:
+            one, sixteen, many = (gemm.wgrad_tile_ratio(t) for t in (1, 16, 140))
             rates.note("a convolution's weight gradient takes its forward's time for the "
                        f"same FLOPs times {gemm.WGRAD_ONE_TILE} x (its output's 128x128 "
-                       f"tiles)^{gemm.WGRAD_TILE_EXPONENT} (2.1x at one tile, 1.4x at 16, "
-                       "1.0x at 140: cuDNN's split reduction), a strided one's input "
-                       f"gradient {gemm.DGRAD_STRIDED}x (measured: DeepBench da81ba7, nine "
-                       "tables of cuDNN 5-7.6; roofline.analysis.gemm)")
+                       f"tiles)^{gemm.WGRAD_TILE_EXPONENT} ({one:.1f}x at one tile, "
+                       f"{sixteen:.1f}x at 16, {many:.1f}x at 140: cuDNN's split reduction), "
+                       f"a strided one's input gradient {gemm.DGRAD_STRIDED}x (measured: "
+                       "DeepBench da81ba7, nine tables of cuDNN 5-7.6; roofline.analysis.gemm)")
             slow[i] = factor
     for dtype, idx in on_curve.items():  # the measured rate of the shape replaces peak x fill
         rate[idx] = gemm.curve_rates([shapes[i] for i in idx], spec.matmul_curve[dtype]) \
@@ -400,7 +405,7 @@ def _engines(trace: Trace, spec: DeviceSpec, rates: Rates,
         if measured_on and units and measured_on != units:  # a cores what-if of the chip
             rate[idx] *= [gemm.fill(trace.ops[i], units) * units
                           / (gemm.fill(trace.ops[i], measured_on) * measured_on) for i in idx]
-    return engines, rate / slow, fill, fitted
+    return engines, rate / slow, fill, fitted, slow
 
 
 def _engine(op: OpRecord, spec: DeviceSpec, rates: Rates,
@@ -479,7 +484,7 @@ def analyze_step(trace: Trace, spec: DeviceSpec, opts: Options, *,
     rates = Rates(spec, opts)
     n = len(trace.ops)
     flops, nbytes = _column(trace, "flops"), _column(trace, "bytes")
-    engines, rate, fill, fitted = _engines(trace, spec, rates)
+    engines, rate, fill, fitted, slow = _engines(trace, spec, rates)
     _beyond_fits(trace, fitted, rates)
     unrated = (flops > 0) & (rate <= 0)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -524,7 +529,7 @@ def analyze_step(trace: Trace, spec: DeviceSpec, opts: Options, *,
     rates.assumptions.extend(_figure_notes(spec, rates))
     floor = _input_floor(trace, opts, device_seconds + host, rates)
     return Analysis(trace, spec, opts, engines, rate, fill, bandwidth, roofs, host,
-                    rates.assumptions, dict(rates.used), floor)
+                    rates.assumptions, dict(rates.used), floor, slow)
 
 
 def _input_floor(trace: Trace, opts: Options, seconds: float, rates: Rates) -> float:
