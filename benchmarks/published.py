@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import itertools
 import json
 import os
@@ -49,6 +50,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
 
 import roofline
 from roofline.analysis.bands import BANDS_FILE, kind
@@ -82,7 +84,14 @@ class Workload:
     # platform in PyTorch/Classification/ConvNets/configs.yml, NVIDIA/DeepLearningExamples
     # @097c7ff917b7); its TF32/FP32 runs and Lambda's (NCHW in their logs) are channels-first
     channels_last: bool = False
+    # llama.cpp evaluates a prompt in micro-batches of this many tokens, each over the KV
+    # cache of the ones before, and computes the last token's logits only (llama-bench's
+    # pp test); None: the whole batch in one pass
+    ubatch: int | None = None
 
+
+#: llama.cpp's default micro-batch (``n_ubatch``) in the source's build
+LLAMA_CPP_UBATCH = 512
 
 # family -> (zoo name, sequence length or None); rows of other families are skipped
 FAMILIES: list[tuple[str, str, int | None]] = [
@@ -121,9 +130,13 @@ def workload(row: pd.Series) -> Workload | None:
         return None
     zoo, seq = fam
     batch = int(row.batch)
+    prompt = zoo == "llama3-8b" and "generation" not in str(row.metric)
     if zoo == "llama3-8b":
         # generation: one new token per step, weights read once (the KV cache at <=1k
-        # tokens is <1% of the bytes); prompt eval: the 1024-token prompt in one pass
+        # tokens is <1% of the bytes); prompt eval: the 1024-token prompt as llama.cpp ran
+        # it (build 2843 in the source's notebooks, whose log prints "n_ubatch = 512" and
+        # "flash_attn = 0"): two micro-batches of 512 tokens, the second over the first's
+        # cache, attention written out (KQ, softmax, KQV)
         seq = 1 if "generation" in str(row.metric) else 1024
     if zoo == "transformer-big" and seq:
         batch = max(1, batch // 2 // seq)  # token batch -> sentence pairs of src+tgt
@@ -133,8 +146,9 @@ def workload(row: pd.Series) -> Workload | None:
             and str(row.source).startswith("NVIDIA") and "PyTorch" in str(row.framework))
     return Workload(zoo, row.task, precision, batch, seq,
                     fp16_accumulate=llama_cpp and precision == "half",
-                    attention="eager" if zoo.startswith(("bert", "transformer")) else "fused",
-                    channels_last=nhwc)
+                    attention="eager" if zoo.startswith(("bert", "transformer")) or prompt
+                    else "fused",
+                    channels_last=nhwc, ubatch=LLAMA_CPP_UBATCH if prompt else None)
 
 
 # The sources' device spellings that the registry's lookup does not take as they are,
@@ -163,20 +177,25 @@ def device(name: str) -> roofline.DeviceSpec:
     return roofline.get_device(DEVICE_NAMES.get(name, name))
 
 
-_TRACES: dict[Workload, roofline.Trace] = {}
+_TRACES: dict[Workload, list[roofline.Trace]] = {}
 #: Folder of traces saved as JSON by an earlier run (``--trace-cache``), or None.
 TRACE_CACHE: Path | None = None
 
 
-def trace(w: Workload) -> roofline.Trace:
+def traces(w: Workload) -> list[roofline.Trace]:
+    """The workload's step, or its micro-batches in order (``ubatch``)."""
     if w in _TRACES:
         return _TRACES[w]
-    cached = None
+    parts = 1 if w.ubatch is None else -(-(w.seq_len or 1) // w.ubatch)
+    cached: list[Path] = []
     if TRACE_CACHE is not None:
-        name = "-".join(str(v) for v in w.__dict__.values()).replace("/", "_")
-        cached = TRACE_CACHE / f"{name}-torch{torch.__version__}.json"
-        if cached.exists():
-            _TRACES[w] = roofline.Trace.from_json(cached.read_text())
+        # a field at its default stays out of the name, so earlier caches still match
+        name = "-".join(str(v) for k, v in w.__dict__.items()
+                        if not (k == "ubatch" and v is None)).replace("/", "_")
+        cached = [TRACE_CACHE / f"{name}{f'-part{i}' if parts > 1 else ''}"
+                                f"-torch{torch.__version__}.json" for i in range(parts)]
+        if all(c.exists() for c in cached):
+            _TRACES[w] = [roofline.Trace.from_json(c.read_text()) for c in cached]
             return _TRACES[w]
     kw: dict[str, Any] = {"batch_size": w.batch}
     if w.seq_len is not None:
@@ -205,14 +224,27 @@ def trace(w: Workload) -> roofline.Trace:
     amp = torch.autocast("cpu", dtype=torch.float16, enabled=w.precision == "amp")
     with warnings.catch_warnings(), amp, torch.set_grad_enabled(train):
         warnings.simplefilter("ignore")
-        t = roofline.trace(zm.model, *inputs,
-                           train=train, optimizer=optimizer, fake=True,
-                           attention=w.attention)
-    _TRACES[w] = t
-    if cached is not None:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        cached.write_text(t.to_json())
-    return t
+        if w.ubatch is None:
+            out = [roofline.trace(zm.model, *inputs, train=train, optimizer=optimizer,
+                                  fake=True, attention=w.attention)]
+        else:
+            out = [_micro_batch(zm.model, w, i * w.ubatch) for i in range(parts)]
+    _TRACES[w] = out
+    for c, t in zip(cached, out, strict=False):
+        c.parent.mkdir(parents=True, exist_ok=True)
+        c.write_text(t.to_json())
+    return out
+
+
+def _micro_batch(model: Any, w: Workload, filled: int) -> roofline.Trace:
+    """One prompt micro-batch of ``w.ubatch`` tokens after ``filled`` cached ones, with
+    the last token's logits only, on fake tensors."""
+    tokens = min(w.ubatch or 1, (w.seq_len or 1) - filled)
+    with torch.no_grad(), FakeTensorMode(allow_non_fake_inputs=True):
+        cache = model.make_kv_cache(w.batch, filled + tokens, filled=filled, device="cpu")
+        ids = torch.zeros(w.batch, tokens, dtype=torch.long)
+        return roofline.trace(functools.partial(model, cache=cache, logits_to_keep=1), ids,
+                              fake=True, attention=w.attention)
 
 
 #: The four predictions, each adding one effect (module docstring), in order.
@@ -239,13 +271,14 @@ def seconds(w: Workload, device: roofline.DeviceSpec, opts: dict[str, Any],
     if key not in _SECONDS:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", roofline.RooflineWarning)
-            a = roofline.analyze(trace(w), device, **opts, **VARIANTS[variant],
-                                 fp16_accumulate=w.fp16_accumulate)
-        if a.unrated_flops_share > 0:  # part of the step has no published rate: no prediction
-            raise ValueError(a.assumptions[0])
-        _SECONDS[key] = a.seconds
-        if variant == LAST:
-            _ANALYSES[(w, device.name)] = a
+            parts = [roofline.analyze(t, device, **opts, **VARIANTS[variant],
+                                      fp16_accumulate=w.fp16_accumulate) for t in traces(w)]
+        for a in parts:
+            if a.unrated_flops_share > 0:  # part of the step has no published rate
+                raise ValueError(a.assumptions[0])
+        _SECONDS[key] = sum(a.seconds for a in parts)
+        if variant == LAST:  # the kind of pair: the last (largest) micro-batch's bound
+            _ANALYSES[(w, device.name)] = parts[-1]
     return _SECONDS[key]
 
 
