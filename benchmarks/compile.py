@@ -180,19 +180,16 @@ def fused_rows() -> None:
 
 
 def _compiled_workload(w: Any) -> roofline.Trace:
-    """A published.Workload traced with compile=True (AMP as fp16 autocast, AdamW, as
-    published.trace traces it eagerly; attention is the flash kernel inductor keeps, where
-    the eager trace writes it out as NVIDIA's code does)."""
-    kw: dict[str, Any] = {"batch_size": w.batch, "device": "meta"}
-    if w.seq_len is not None:
-        kw["seq_len"] = w.seq_len
-    zm = get_model(w.zoo, **kw)
-    opt = torch.optim.AdamW(zm.model.parameters(), foreach=True)
+    """A published.Workload traced with compile=True: the model, optimizer and precision
+    published.build gives its eager trace; attention is the flash kernel inductor keeps,
+    where the eager trace writes it out as NVIDIA's code does."""
+    import published
+
+    model, inputs, optimizer, amp = published.build(w, device="meta")
     print(f"tracing {w.zoo} batch {w.batch} compiled...", file=sys.stderr, flush=True)
-    with warnings.catch_warnings(), torch.autocast("cpu", dtype=torch.float16):
+    with warnings.catch_warnings(), amp:
         warnings.simplefilter("ignore")
-        return roofline.trace(zm.model, *zm.train_inputs, train=True, optimizer=opt,
-                              compile=True)
+        return roofline.trace(model, *inputs, train=True, optimizer=optimizer, compile=True)
 
 
 def cost() -> None:

@@ -5,7 +5,10 @@ this repository; ``--data`` or ``ROOFLINE_VALIDATION_CSV`` overrides the path), 
 comparable pairs its README describes (same source, model, task, precision, metric, and
 framework for NVIDIA's tables; batch for batch where a table measured each device at
 several batches), builds the zoo's equivalent model for each covered
-family at the published batch, precision and sequence length (fake tensors), predicts
+family at the published batch, precision and sequence length (fake tensors), traced as
+the source ran it where its code says how (attention written out by NVIDIA's BERT and
+Transformer, llama.cpp's prompt micro-batches, NVIDIA's SQuAD model and optimizers:
+``benchmarks/recipes.py``), predicts
 the speedup between the two devices, and prints each pair's predicted and measured
 ratio, then the median and 90th-percentile error per source and precision. It also
 predicts each row's absolute throughput (samples/s, or ms per iteration) against the
@@ -49,6 +52,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import recipes
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -88,6 +92,11 @@ class Workload:
     # cache of the ones before, and computes the last token's logits only (llama-bench's
     # pp test); None: the whole batch in one pass
     ubatch: int | None = None
+    # BERT's head: "mlm" (pre-training) or "qa" (SQuAD's span head)
+    head: str = "mlm"
+    # NVIDIA's run_squad.py recipe ("dle-squad": apex amp O2 with FusedAdam in fp16,
+    # BertAdam in fp32; benchmarks/recipes.py); None: autocast and AdamW(foreach)
+    recipe: str | None = None
 
 
 #: llama.cpp's default micro-batch (``n_ubatch``) in the source's build
@@ -141,6 +150,9 @@ def workload(row: pd.Series) -> Workload | None:
     if zoo == "transformer-big" and seq:
         batch = max(1, batch // 2 // seq)  # token batch -> sentence pairs of src+tgt
     llama_cpp = "llama.cpp" in str(row.notes) or str(row.source).startswith("XiongjieDai")
+    # NVIDIA's SQuAD fine-tuning (its own tables and Lambda's, which run its code) trains
+    # BertForQuestionAnswering: the encoder and a 2-way span head, no MLM head
+    squad = zoo.startswith("bert") and "SQuAD" in str(row.model)
     precision = precision_of(row.precision)
     nhwc = (zoo.startswith("resnet") and precision == "amp"
             and str(row.source).startswith("NVIDIA") and "PyTorch" in str(row.framework))
@@ -148,7 +160,8 @@ def workload(row: pd.Series) -> Workload | None:
                     fp16_accumulate=llama_cpp and precision == "half",
                     attention="eager" if zoo.startswith(("bert", "transformer")) or prompt
                     else "fused",
-                    channels_last=nhwc, ubatch=LLAMA_CPP_UBATCH if prompt else None)
+                    channels_last=nhwc, ubatch=LLAMA_CPP_UBATCH if prompt else None,
+                    head="qa" if squad else "mlm", recipe="dle-squad" if squad else None)
 
 
 # The sources' device spellings that the registry's lookup does not take as they are,
@@ -178,6 +191,8 @@ def device(name: str) -> roofline.DeviceSpec:
 
 
 _TRACES: dict[Workload, list[roofline.Trace]] = {}
+#: Fields left out of a cached trace's file name at these values (caches before them match)
+_DEFAULTS: dict[str, Any] = {"ubatch": None, "head": "mlm", "recipe": None}
 #: Folder of traces saved as JSON by an earlier run (``--trace-cache``), or None.
 TRACE_CACHE: Path | None = None
 
@@ -191,22 +206,45 @@ def traces(w: Workload) -> list[roofline.Trace]:
     if TRACE_CACHE is not None:
         # a field at its default stays out of the name, so earlier caches still match
         name = "-".join(str(v) for k, v in w.__dict__.items()
-                        if not (k == "ubatch" and v is None)).replace("/", "_")
+                        if v != _DEFAULTS.get(k, ...)).replace("/", "_")
         cached = [TRACE_CACHE / f"{name}{f'-part{i}' if parts > 1 else ''}"
                                 f"-torch{torch.__version__}.json" for i in range(parts)]
         if all(c.exists() for c in cached):
             _TRACES[w] = [roofline.Trace.from_json(c.read_text()) for c in cached]
             return _TRACES[w]
-    kw: dict[str, Any] = {"batch_size": w.batch}
-    if w.seq_len is not None:
-        kw["seq_len"] = w.seq_len
-    if w.precision == "half":
-        kw["dtype"] = torch.float16
-    if w.zoo.startswith("llama"):
-        kw["device"] = "meta"
     # progress on stderr: tracing the workloads is the slow part (minutes), the table is stdout
     print(f"tracing {w.zoo} {w.task} batch {w.batch} ({len(_TRACES) + 1} so far)...",
           file=sys.stderr, flush=True)
+    model, inputs, optimizer, amp = build(w)
+    train = w.task == "train"
+    with warnings.catch_warnings(), amp, torch.set_grad_enabled(train):
+        warnings.simplefilter("ignore")
+        if w.ubatch is None:
+            out = [roofline.trace(model, *inputs, train=train, optimizer=optimizer,
+                                  fake=True, attention=w.attention)]
+        else:
+            out = [_micro_batch(model, w, i * w.ubatch) for i in range(parts)]
+    _TRACES[w] = out
+    for c, t in zip(cached, out, strict=False):
+        c.parent.mkdir(parents=True, exist_ok=True)
+        c.write_text(t.to_json())
+    return out
+
+
+def build(w: Workload, device: str | None = None,
+          ) -> tuple[torch.nn.Module, tuple[Any, ...], torch.optim.Optimizer | None, Any]:
+    """The workload's zoo model (on ``device``; the zoo's default if None), its inputs, its
+    optimizer (None for inference) and the autocast context its step runs in."""
+    kw: dict[str, Any] = {"batch_size": w.batch}
+    if w.seq_len is not None:
+        kw["seq_len"] = w.seq_len
+    o2 = w.recipe == "dle-squad" and w.precision == "amp"  # apex O2: an fp16 model
+    if w.precision == "half" or o2:
+        kw["dtype"] = torch.float16
+    if w.head != "mlm":
+        kw["head"] = w.head
+    if device is not None or w.zoo.startswith("llama"):
+        kw["device"] = device or "meta"
     zm = get_model(w.zoo, **kw)
     train = w.task == "train"
     if not train:
@@ -216,24 +254,16 @@ def traces(w: Workload) -> list[roofline.Trace]:
         zm.model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
         inputs = tuple(x.to(memory_format=torch.channels_last)
                        if isinstance(x, torch.Tensor) and x.dim() == 4 else x for x in inputs)
-    optimizer = None
-    if train:
+    optimizer: torch.optim.Optimizer | None = None
+    if train and w.recipe == "dle-squad":
+        groups = recipes.squad_groups(zm.model)
+        optimizer = recipes.ApexO2FusedAdam(groups) if o2 else recipes.BertAdam(groups)
+    elif train:
         params = zm.model.parameters()
         optimizer = (torch.optim.SGD(params, lr=0.1, momentum=0.9, foreach=True)
                      if "resnet" in w.zoo else torch.optim.AdamW(params, foreach=True))
-    amp = torch.autocast("cpu", dtype=torch.float16, enabled=w.precision == "amp")
-    with warnings.catch_warnings(), amp, torch.set_grad_enabled(train):
-        warnings.simplefilter("ignore")
-        if w.ubatch is None:
-            out = [roofline.trace(zm.model, *inputs, train=train, optimizer=optimizer,
-                                  fake=True, attention=w.attention)]
-        else:
-            out = [_micro_batch(zm.model, w, i * w.ubatch) for i in range(parts)]
-    _TRACES[w] = out
-    for c, t in zip(cached, out, strict=False):
-        c.parent.mkdir(parents=True, exist_ok=True)
-        c.write_text(t.to_json())
-    return out
+    amp = torch.autocast("cpu", dtype=torch.float16, enabled=w.precision == "amp" and not o2)
+    return zm.model, inputs, optimizer, amp
 
 
 def _micro_batch(model: Any, w: Workload, filled: int) -> roofline.Trace:

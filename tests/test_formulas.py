@@ -921,3 +921,15 @@ def test_slice_select_and_diagonal_gradients_are_counted_copies() -> None:
     for name, op in grads.items():
         assert op.flops == 0 and op.counted and op.bytes_written == 160
         assert op.bytes_read == read[name]
+
+
+def test_foreach_copy_reads_its_sources_and_foreach_zero_reads_nothing() -> None:
+    """``_foreach_copy_`` moves each source once and writes each destination, as ``copy_``
+    does (an fp16 gradient unscaled into an fp32 master copy: 2 bytes read, 4 written per
+    element); ``_foreach_zero_`` is a fill."""
+    dst = [torch.zeros(1000), torch.zeros(24)]
+    src = [torch.ones(1000, dtype=torch.float16), torch.ones(24, dtype=torch.float16)]
+    op = op_of(captured(lambda: torch._foreach_copy_(dst, src)), "aten._foreach_copy_")
+    assert (op.bytes_read, op.bytes_written) == (1024 * HALF, 1024 * 4)
+    op = op_of(captured(lambda: torch._foreach_zero_(dst)), "aten._foreach_zero_")
+    assert (op.bytes_read, op.bytes_written) == (0, 1024 * 4)

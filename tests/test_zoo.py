@@ -10,6 +10,7 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
+import roofline
 from roofline.zoo import (
     UnknownModelError,
     ZooModel,
@@ -329,6 +330,54 @@ def test_bert_matches_hf_numerically() -> None:
              (r"^cls\.predictions\.bias$", "decoder.bias"), (r"^cls\.predictions\.", "")]
     _load_hf(zm.model, hf, rules)
     _compare(zm, hf, zm.inputs[0])
+
+
+def test_bert_span_head_matches_hf_numerically() -> None:
+    """head="qa" is Hugging Face's BertForQuestionAnswering: the same start and end logits,
+    and the same loss (the mean of the two cross-entropies) for the same positions."""
+    tf = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    hf = tf.BertForQuestionAnswering(tf.BertConfig(
+        hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+        vocab_size=101, max_position_embeddings=32, attn_implementation="eager"))
+    zm = get_model("bert-base", head="qa", batch_size=2, seq_len=16, hidden=64, n_layer=2,
+                   n_head=4, ffn=128, vocab_size=101, max_position_embeddings=32)
+    rules = [(r"^bert\.embeddings\.LayerNorm", "bert.ln"), (r"^bert\.embeddings\.", "bert."),
+             (r"encoder\.layer\.", "layers."), (r"attention\.self\.", ""),
+             (r"attention\.output\.dense", "attn_out"), (r"attention\.output\.LayerNorm",
+                                                          "attn_ln"),
+             (r"intermediate\.dense", "ffn_in"), (r"output\.dense", "ffn_out"),
+             (r"output\.LayerNorm", "ffn_ln")]
+    _load_hf(zm.model, hf, rules)
+    idx, targets = zm.train_inputs
+    zm.model.eval()
+    hf.eval()
+    with torch.no_grad():
+        ref = hf(idx, start_positions=targets[:, 0], end_positions=targets[:, 1])
+        logits, loss = zm.model(idx), zm.model(idx, targets)
+    torch.testing.assert_close(logits[..., 0], ref.start_logits, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(logits[..., 1], ref.end_logits, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(loss, ref.loss, atol=1e-4, rtol=1e-4)
+
+
+def test_bert_span_head_counts() -> None:
+    """BERT-base with the span head: the encoder without its pooler (109,482,240 - 768 x 768
+    - 768 parameters with it, as Hugging Face's BertModel) and a 768 x 2 linear; the head
+    adds 2 x 768 x 2 FLOPs per token forward, where the MLM head added a 768 x 768 dense and
+    a 768 x 30,522 decoder."""
+    base = 109_482_240 - 768 * 768 - 768
+    qa = get_model("bert-base", head="qa", device="meta", batch_size=2, seq_len=16)
+    mlm = get_model("bert-base", device="meta", batch_size=2, seq_len=16)
+    assert n_params(qa.model) == base + 768 * 2 + 2
+    with pytest.raises(ValueError, match="heads are mlm, qa"):
+        get_model("bert-base", head="nsp", device="meta")
+
+    def matmul_flops(zm: ZooModel) -> int:
+        t = roofline.trace(zm.model, *zm.inputs, fake=True)
+        return sum(op.flops for op in t.ops if op.category == "matmul")
+
+    tokens = 2 * 16
+    assert matmul_flops(mlm) - matmul_flops(qa) == tokens * 2 * 768 * (768 + 30522 - 2)
 
 
 def test_llama_matches_hf_numerically() -> None:

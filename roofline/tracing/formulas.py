@@ -805,7 +805,8 @@ for _cost, _ops in _FOREACH.items():
 
     register_formula(*_ops, category="optimizer")(_make_foreach(_cost))
 
-register_no_flops("optimizer", aten._foreach_copy_, aten._foreach_zero_)
+register_no_flops("optimizer", aten._foreach_copy_, bytes_rule=copy_from_src)
+register_no_flops("optimizer", aten._foreach_zero_, bytes_rule=write_only)
 
 
 @register_formula(aten._fused_adam_, aten._fused_adamw_, category="optimizer",

@@ -43,8 +43,8 @@ Bytes are the compulsory traffic of one eager kernel:
   they touch only when they accumulate into them, and write only those: a one-token
   write into a KV cache moves one token's worth, not the cache. Their out-of-place
   forms build a new tensor, so they read ``self`` and write the output whole;
-* fills write without reading; ``copy_`` reads its source only; fused optimizers
-  do not write the gradients.
+* fills write without reading (``_foreach_zero_`` too); ``copy_`` and ``_foreach_copy_``
+  read their sources only; fused optimizers do not write the gradients.
 
 Caches are ignored: a tensor read by two kernels is counted twice, which is what
 an eager (unfused) execution pays on a device whose cache cannot hold it.
@@ -555,10 +555,10 @@ def gathered_rows(bound: dict[str, Any], reads: list[torch.Tensor],
 
 def copy_from_src(bound: dict[str, Any], reads: list[torch.Tensor],
                   writes: list[torch.Tensor]) -> tuple[int, int]:
-    """``copy_(self, src)`` reads ``src`` and writes ``self``."""
-    src = bound.get("src")
-    read = nbytes(src) if isinstance(src, torch.Tensor) else 0
-    return read, sum(nbytes(t) for t in writes)
+    """``copy_(self, src)`` reads ``src`` and writes ``self``; ``_foreach_copy_(self, src)``
+    the same, tensor by tensor."""
+    return (sum(nbytes(t) for t in _tensors_in(bound.get("src"))),
+            sum(nbytes(t) for t in writes))
 
 
 def fused_optimizer(bound: dict[str, Any], reads: list[torch.Tensor],

@@ -1,4 +1,5 @@
-"""BERT (Devlin et al. 2019) encoder with its masked-language-model head, post-LN."""
+"""BERT (Devlin et al. 2019) encoder, post-LN, with its masked-language-model head or SQuAD's
+span head."""
 
 from __future__ import annotations
 
@@ -51,6 +52,8 @@ class BertEncoder(nn.Module):
                  hidden: int, n_layer: int, n_head: int, ffn: int, dropout: float,
                  eps: float) -> None:
         super().__init__()
+        if hidden % n_head:
+            raise ValueError(f"hidden={hidden} is not divisible by n_head={n_head}")
         self.word_embeddings = nn.Embedding(vocab_size, hidden)
         self.position_embeddings = nn.Embedding(max_position_embeddings, hidden)
         self.token_type_embeddings = nn.Embedding(type_vocab_size, hidden)
@@ -74,7 +77,34 @@ class BertEncoder(nn.Module):
         return x
 
 
-class BertForMaskedLM(nn.Module):
+def init_weights(model: nn.Module) -> None:
+    """BERT's initialisation: linear and embedding weights from N(0, 0.02), zero biases."""
+    for m in model.modules():
+        if isinstance(m, nn.Linear | nn.Embedding):
+            nn.init.normal_(m.weight, mean=0.0, std=0.02)
+        if isinstance(m, nn.Linear):
+            nn.init.zeros_(m.bias)
+
+
+class _Headed(nn.Module):
+    """:class:`BertEncoder` under a head, which :meth:`add_head` builds; BERT's initialisation
+    over both."""
+
+    def __init__(self, vocab_size: int, max_position_embeddings: int, type_vocab_size: int,
+                 hidden: int, n_layer: int, n_head: int, ffn: int, dropout: float = 0.1,
+                 layer_norm_eps: float = 1e-12) -> None:
+        super().__init__()
+        self.bert = BertEncoder(vocab_size, max_position_embeddings, type_vocab_size, hidden,
+                                n_layer, n_head, ffn, dropout, layer_norm_eps)
+        self.add_head(hidden, vocab_size, layer_norm_eps)
+        init_weights(self)
+
+    def add_head(self, hidden: int, vocab_size: int, layer_norm_eps: float) -> None:
+        """Build the head's modules (after the encoder, before the initialisation)."""
+        raise NotImplementedError
+
+
+class BertForMaskedLM(_Headed):
     """BERT encoder + MLM head (dense, GELU, LN, decoder tied to the word embeddings).
 
     Parameters
@@ -89,23 +119,11 @@ class BertForMaskedLM(nn.Module):
         LayerNorm epsilon (1e-12).
     """
 
-    def __init__(self, vocab_size: int, max_position_embeddings: int, type_vocab_size: int,
-                 hidden: int, n_layer: int, n_head: int, ffn: int, dropout: float = 0.1,
-                 layer_norm_eps: float = 1e-12) -> None:
-        super().__init__()
-        if hidden % n_head:
-            raise ValueError(f"hidden={hidden} is not divisible by n_head={n_head}")
-        self.bert = BertEncoder(vocab_size, max_position_embeddings, type_vocab_size, hidden,
-                                n_layer, n_head, ffn, dropout, layer_norm_eps)
+    def add_head(self, hidden: int, vocab_size: int, layer_norm_eps: float) -> None:
         self.head_dense = nn.Linear(hidden, hidden)
         self.head_ln = nn.LayerNorm(hidden, eps=layer_norm_eps)
         self.decoder = nn.Linear(hidden, vocab_size)
         self.decoder.weight = self.bert.word_embeddings.weight  # weight tying
-        for m in self.modules():
-            if isinstance(m, nn.Linear | nn.Embedding):
-                nn.init.normal_(m.weight, mean=0.0, std=0.02)
-            if isinstance(m, nn.Linear):
-                nn.init.zeros_(m.bias)
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
@@ -116,6 +134,31 @@ class BertForMaskedLM(nn.Module):
             return logits
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
+
+class BertForQuestionAnswering(_Headed):
+    """BERT encoder + span head: a start and an end logit per token, as SQuAD fine-tuning
+    trains it (Hugging Face's and NVIDIA's ``BertForQuestionAnswering``; no MLM head, and
+    the pooler, whose output the loss never reads, left out). Parameters as
+    :class:`BertForMaskedLM`.
+    """
+
+    def add_head(self, hidden: int, vocab_size: int, layer_norm_eps: float) -> None:
+        self.qa_outputs = nn.Linear(hidden, 2)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None,
+                token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """Return the start and end logits ``(B, T, 2)``, or, with ``targets`` ``(B, 2)``
+        (each sequence's start and end positions), the mean of the two cross-entropies
+        over the sequence's positions."""
+        logits = self.qa_outputs(self.bert(idx, token_type_ids))
+        if targets is None:
+            return logits
+        start, end = logits.unbind(-1)
+        return (F.cross_entropy(start, targets[:, 0]) + F.cross_entropy(end, targets[:, 1])) / 2
+
+
+#: The heads ``build`` takes (``head=``): masked-LM pre-training, or SQuAD's span head.
+HEADS = ("mlm", "qa")
 
 SIZES: dict[str, dict[str, int]] = {
     "bert-base": {"hidden": 768, "n_layer": 12, "n_head": 12, "ffn": 3072},
@@ -134,6 +177,7 @@ def defaults(size: str) -> dict[str, Any]:
         **SIZES[size],
         "dropout": 0.1,
         "layer_norm_eps": 1e-12,
+        "head": "mlm",
     }
 
 
@@ -142,10 +186,15 @@ def build(cfg: dict[str, Any]) -> tuple[nn.Module, tuple, tuple]:
     if cfg["seq_len"] > cfg["max_position_embeddings"]:
         raise ValueError(f"seq_len={cfg['seq_len']} > max_position_embeddings="
                          f"{cfg['max_position_embeddings']}")
-    model = BertForMaskedLM(cfg["vocab_size"], cfg["max_position_embeddings"],
-                            cfg["type_vocab_size"], cfg["hidden"], cfg["n_layer"],
-                            cfg["n_head"], cfg["ffn"], cfg["dropout"], cfg["layer_norm_eps"])
+    if cfg["head"] not in HEADS:
+        raise ValueError(f"head={cfg['head']!r}: BERT's heads are {', '.join(HEADS)}")
+    qa = cfg["head"] == "qa"
+    model = (BertForQuestionAnswering if qa else BertForMaskedLM)(
+        cfg["vocab_size"], cfg["max_position_embeddings"], cfg["type_vocab_size"],
+        cfg["hidden"], cfg["n_layer"], cfg["n_head"], cfg["ffn"], cfg["dropout"],
+        cfg["layer_norm_eps"])
     shape = (cfg["batch_size"], cfg["seq_len"])
     idx = torch.randint(0, cfg["vocab_size"], shape)
-    targets = torch.randint(0, cfg["vocab_size"], shape)
+    targets = (torch.randint(0, cfg["seq_len"], (cfg["batch_size"], 2)) if qa
+               else torch.randint(0, cfg["vocab_size"], shape))
     return model, (idx,), (idx, targets)

@@ -76,10 +76,12 @@ _REGISTRY: dict[str, _Entry] = {
                          gpt2.defaults("gpt2-large"), ("gpt2-774m",)),
     "gpt2-xl": _Entry("GPT-2 XL (1.56B, 48x1600), batch 8 x 1024 tokens", gpt2.build,
                       gpt2.defaults("gpt2-xl"), ("gpt2-1.5b",)),
-    "bert-base": _Entry("BERT-base (110M, 12x768) with MLM head, batch 8 x 128 tokens",
+    "bert-base": _Entry("BERT-base (110M, 12x768) with MLM head (head='qa': SQuAD's span "
+                        "head), batch 8 x 128 tokens",
                         bert.build, bert.defaults("bert-base"),
                         ("bert", "bert-base-uncased", "bert-110m")),
-    "bert-large": _Entry("BERT-large (335M, 24x1024) with MLM head, batch 8 x 128 tokens",
+    "bert-large": _Entry("BERT-large (335M, 24x1024) with MLM head (head='qa': SQuAD's span "
+                         "head), batch 8 x 128 tokens",
                          bert.build, bert.defaults("bert-large"), ("bert-large-uncased",)),
     "vit-b16": _Entry("ViT-B/16 (86.6M), 224x224 -> 197 tokens, batch 32", vit.build,
                       vit.defaults("vit-b16"), ("vit", "vit-b/16", "vit-base", "vit-base-16")),
