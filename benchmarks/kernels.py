@@ -502,31 +502,42 @@ def _wgrad_layers() -> list[tuple[str, str, np.ndarray, np.ndarray, float, float
     return out
 
 
-def wgrad_rows() -> tuple[list[list[str]], tuple[float, float, float], float]:
-    """Per table: the median wgrad / forward; the per-layer median error of the median of the
-    other tables' ratios (a constant) and of the line ln ratio = a + b ln tiles fitted to
-    the other tables (held out), with that fit's slope; the median dgrad / forward at stride
-    1 and 2, and the stride-2 one of the other tables' (held out). Also the line fitted to
-    all tables (a, b), the stride-2 median of all, and the line's per-layer median error."""
-    layers = _wgrad_layers()
-    rows = []
-    for i, (device, dtype, tiles, ratio, dgrad1, dgrad2) in enumerate(layers):
-        others = [layer for j, layer in enumerate(layers) if j != i]
-        x = np.concatenate([layer[2] for layer in others])
-        y = np.concatenate([layer[3] for layer in others])
-        slope, intercept = np.polyfit(x, y, 1)
-        constant = np.expm1(np.median(np.abs(ratio - np.median(y))))
-        line = np.expm1(np.median(np.abs(ratio - intercept - slope * tiles)))
-        held = float(np.median([layer[5] for layer in others]))
-        rows.append([device, dtype, str(len(ratio)), f"{np.exp(np.median(ratio)):.2f}",
-                     f"{constant:.1%}", f"{line:.1%}", f"{slope:+.3f}", f"{dgrad1:.2f}",
-                     f"{dgrad2:.2f}", f"{held / dgrad2 - 1:+.1%}"])
+def _line(layers: list[tuple[str, str, np.ndarray, np.ndarray, float, float]],
+          ) -> tuple[float, float, np.ndarray, np.ndarray]:
+    """ln wgrad / forward = intercept + slope x ln tiles, least squares through the layers of
+    these tables: (slope, intercept, ln tiles, ln ratios)."""
     x = np.concatenate([layer[2] for layer in layers])
     y = np.concatenate([layer[3] for layer in layers])
     slope, intercept = np.polyfit(x, y, 1)
-    in_sample = float(np.expm1(np.median(np.abs(y - intercept - slope * x))))
-    strided = float(np.median([layer[5] for layer in layers]))
-    return rows, (float(np.exp(intercept)), float(slope), strided), in_sample
+    return float(slope), float(intercept), x, y
+
+
+def wgrad_rows() -> tuple[list[list[str]], dict[str, float]]:
+    """Per table: the median wgrad / forward; the per-layer median error of the median of the
+    other tables' ratios (a constant) and of the line ln ratio = a + b ln tiles fitted to
+    the other tables (held out), with that fit's slope; the median dgrad / forward at stride
+    1 and 2, and the stride-2 one of the other tables' (held out). Also the summary: the line
+    fitted to all tables (``one_tile``, ``exponent``) and its per-layer median error
+    (``in_sample``), the stride-2 median of all (``strided``), and the medians over tables
+    of the held-out errors (``constant``, ``line``, ``strided_held``; ``strided_worst``)."""
+    layers = _wgrad_layers()
+    rows, constants, lines, strided_held = [], [], [], []
+    for i, (device, dtype, tiles, ratio, dgrad1, dgrad2) in enumerate(layers):
+        others = [layer for j, layer in enumerate(layers) if j != i]
+        slope, intercept, _, y = _line(others)
+        constants.append(np.expm1(np.median(np.abs(ratio - np.median(y)))))
+        lines.append(np.expm1(np.median(np.abs(ratio - intercept - slope * tiles))))
+        strided_held.append(float(np.median([layer[5] for layer in others])) / dgrad2 - 1)
+        rows.append([device, dtype, str(len(ratio)), f"{np.exp(np.median(ratio)):.2f}",
+                     f"{constants[-1]:.1%}", f"{lines[-1]:.1%}", f"{slope:+.3f}",
+                     f"{dgrad1:.2f}", f"{dgrad2:.2f}", f"{strided_held[-1]:+.1%}"])
+    slope, intercept, x, y = _line(layers)
+    held = [abs(e) for e in strided_held]
+    return rows, {"one_tile": float(np.exp(intercept)), "exponent": slope,
+                  "in_sample": float(np.expm1(np.median(np.abs(y - intercept - slope * x)))),
+                  "strided": float(np.median([layer[5] for layer in layers])),
+                  "constant": float(np.median(constants)), "line": float(np.median(lines)),
+                  "strided_held": float(np.median(held)), "strided_worst": max(held)}
 
 
 def conv_rows() -> list[list[str]]:
@@ -703,7 +714,7 @@ def main() -> int:
         off = [abs(e) for row in power_errors if (e := row[i]) is not None]
         print(f"{label}: median |error| {statistics.median(off):.1%}, p90 "
               f"{np.percentile(off, 90):.1%}, max {max(off):.1%} ({len(off)} devices)")
-    wgrad, (one_tile, exponent, strided), in_sample = wgrad_rows()
+    wgrad, fit = wgrad_rows()
     print("\nConvolution gradients (DeepBench's cuDNN tables, layers of >= "
           f"{CONV_MIN_CHANNELS} input channels): the weight gradient's time over the "
           "forward's, the median per table; the per-layer median error of the median of the "
@@ -714,15 +725,13 @@ def main() -> int:
     print(table(["device", "dtype", "layers", "wgrad / forward", "constant, held out",
                  "line, held out", "slope", "dgrad / forward, stride 1", "stride 2",
                  "stride 2 held out"], wgrad))
-    held = [abs(float(r[9].rstrip("%"))) for r in wgrad]
-    print(f"\nfitted to all {len(wgrad)} tables: wgrad / forward = {one_tile:.2f} x "
-          f"tiles^{exponent:.3f} (the library's: {WGRAD_ONE_TILE} x tiles^"
-          f"{WGRAD_TILE_EXPONENT}), per-layer median error {in_sample:.1%}; held out, median "
-          f"over tables: constant {statistics.median(float(r[4].rstrip('%')) for r in wgrad):.1f}"
-          f"%, line {statistics.median(float(r[5].rstrip('%')) for r in wgrad):.1f}%. "
-          f"Strided dgrad / forward: median {strided:.2f} (the library's DGRAD_STRIDED: "
-          f"{DGRAD_STRIDED}); held out median |error| {statistics.median(held):.1f}%, worst "
-          f"{max(held):.1f}%")
+    print(f"\nfitted to all {len(wgrad)} tables: wgrad / forward = {fit['one_tile']:.2f} x "
+          f"tiles^{fit['exponent']:.3f} (the library's: {WGRAD_ONE_TILE} x tiles^"
+          f"{WGRAD_TILE_EXPONENT}), per-layer median error {fit['in_sample']:.1%}; held out, "
+          f"median over tables: constant {fit['constant']:.1%}, line {fit['line']:.1%}. "
+          f"Strided dgrad / forward: median {fit['strided']:.2f} (the library's "
+          f"DGRAD_STRIDED: {DGRAD_STRIDED}); held out median |error| "
+          f"{fit['strided_held']:.1%}, worst {fit['strided_worst']:.1%}")
     print("\nConvolutions (DeepBench's 94 layers per table; forward, and backward = input + "
           "weight gradients; fp32 NCHW, fp16 NHWC with channels padded to eights, as "
           "DeepBench ran them; datasheet: the classic roofline; without slowdown: both "

@@ -146,7 +146,7 @@ def workload(row: pd.Series) -> Workload | None:
         # it (build 2843 in the source's notebooks, whose log prints "n_ubatch = 512" and
         # "flash_attn = 0"): two micro-batches of 512 tokens, the second over the first's
         # cache, attention written out (KQ, softmax, KQV)
-        seq = 1 if "generation" in str(row.metric) else 1024
+        seq = 1024 if prompt else 1
     if zoo == "transformer-big" and seq:
         batch = max(1, batch // 2 // seq)  # token batch -> sentence pairs of src+tgt
     llama_cpp = "llama.cpp" in str(row.notes) or str(row.source).startswith("XiongjieDai")

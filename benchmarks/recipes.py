@@ -48,15 +48,8 @@ class ApexO2FusedAdam(torch.optim.Optimizer):
     @torch.no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> None:  # type: ignore[override]
         groups = [[p for p in g["params"] if p.grad is not None] for g in self.param_groups]
-        for p in (p for ps in groups for p in ps):
-            if not self.state[p]:
-                master = p.detach().float()
-                self.state[p] = {"master": master, "grad": torch.zeros_like(master),
-                                 "exp_avg": torch.zeros_like(master),
-                                 "exp_avg_sq": torch.zeros_like(master),
-                                 "step": torch.tensor(0.0)}
         every = [p for ps in groups for p in ps]
-        grads = [self.state[p]["grad"] for p in every]
+        grads = [self._state(p)["grad"] for p in every]
         torch._foreach_copy_(grads, [p.grad for p in every])  # type: ignore[misc]
         _global_norm(grads)
         for group, ps in zip(self.param_groups, groups, strict=True):
@@ -71,6 +64,15 @@ class ApexO2FusedAdam(torch.optim.Optimizer):
                 weight_decay=group["weight_decay"], eps=group["eps"], amsgrad=False,
                 maximize=False)
         torch._foreach_copy_(every, [self.state[p]["master"] for p in every])  # type: ignore[misc]
+
+    def _state(self, p: torch.Tensor) -> dict[str, torch.Tensor]:
+        """``p``'s state, made on the first step: its fp32 master copy, gradient and moments."""
+        if not self.state[p]:
+            master = p.detach().float()
+            self.state[p] = {"master": master, "grad": torch.zeros_like(master),
+                             "exp_avg": torch.zeros_like(master),
+                             "exp_avg_sq": torch.zeros_like(master), "step": torch.tensor(0.0)}
+        return self.state[p]
 
 
 class BertAdam(torch.optim.Optimizer):

@@ -61,6 +61,16 @@ def wgrad_ratio(weight: tuple[int, ...]) -> float:
     return wgrad_tile_ratio(wgrad_tiles(weight))
 
 
+#: The assumption an analysis states when :func:`gradient_slowdown` applies.
+GRADIENT_NOTE = (
+    "a convolution's weight gradient takes its forward's time for the same FLOPs times "
+    f"{WGRAD_ONE_TILE} x (its output's 128x128 tiles)^{WGRAD_TILE_EXPONENT} "
+    f"({wgrad_tile_ratio(1):.1f}x at one tile, {wgrad_tile_ratio(16):.1f}x at 16, "
+    f"{wgrad_tile_ratio(140):.1f}x at 140: cuDNN's split reduction), a strided one's input "
+    f"gradient {DGRAD_STRIDED}x (measured: DeepBench da81ba7, nine tables of cuDNN 5-7.6; "
+    "roofline.analysis.gemm)")
+
+
 def gemm(op: OpRecord) -> Gemm | None:
     """(batch, rows, cols, k) of a matmul-class op as a GEMM, from its shapes and FLOPs."""
     if not op.output_shapes or not op.output_shapes[0]:

@@ -390,13 +390,7 @@ def _engines(trace: Trace, spec: DeviceSpec, rates: Rates,
         else:
             fill[i] = gemm.fill(op, spec.compute_units)
         if rates.options.kernel_passes and (factor := gemm.gradient_slowdown(op, spec)) != 1:
-            one, sixteen, many = (gemm.wgrad_tile_ratio(t) for t in (1, 16, 140))
-            rates.note("a convolution's weight gradient takes its forward's time for the "
-                       f"same FLOPs times {gemm.WGRAD_ONE_TILE} x (its output's 128x128 "
-                       f"tiles)^{gemm.WGRAD_TILE_EXPONENT} ({one:.1f}x at one tile, "
-                       f"{sixteen:.1f}x at 16, {many:.1f}x at 140: cuDNN's split reduction), "
-                       f"a strided one's input gradient {gemm.DGRAD_STRIDED}x (measured: "
-                       "DeepBench da81ba7, nine tables of cuDNN 5-7.6; roofline.analysis.gemm)")
+            rates.note(gemm.GRADIENT_NOTE)
             slow[i] = factor
     for dtype, idx in on_curve.items():  # the measured rate of the shape replaces peak x fill
         rate[idx] = gemm.curve_rates([shapes[i] for i in idx], spec.matmul_curve[dtype]) \
