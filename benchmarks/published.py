@@ -86,7 +86,11 @@ class Workload:
     attention: AttentionMode = "fused"
     # NVIDIA's PyTorch ResNet-50 runs AMP in NHWC ("memory_format: nhwc" for every AMP
     # platform in PyTorch/Classification/ConvNets/configs.yml, NVIDIA/DeepLearningExamples
-    # @097c7ff917b7); its TF32/FP32 runs and Lambda's (NCHW in their logs) are channels-first
+    # @097c7ff917b7); its TF32/FP32 runs and Lambda's (NCHW in their logs) are channels-first,
+    # and so is the code of its TensorFlow ResNet-50 of the 20.06 tables (--data_format NCHW
+    # until 2021-04: TensorFlow/Classification/ConvNets/utils/cmdline_helper.py @c4f90be49931),
+    # though TensorFlow's graph rewriter may have run its fp16 convolutions NHWC (see
+    # docs/validation.md)
     channels_last: bool = False
     # llama.cpp evaluates a prompt in micro-batches of this many tokens, each over the KV
     # cache of the ones before, and computes the last token's logits only (llama-bench's

@@ -2,11 +2,13 @@
 
 Each row is a published training throughput of one model on N GPUs of one system and on
 one GPU of it, with the same per-GPU batch (weak scaling, as both sources run it). The
-script builds the same model shape on the meta device, traces one fake training step on one
-GPU and one rank of a DDP step (``roofline.trace(..., parallel="ddp")``, re-costed for each
-N: DDP's buckets do not depend on N), and predicts the speedup N x t(1 GPU) / t(N GPUs)
-with :func:`roofline.parallel`. Nothing is tuned to a row. The error is that of the
-predicted speedup against the measured one (throughput on N over throughput on 1).
+script builds the same model shape on the meta device, as ``published.py`` traces its
+source (NVIDIA's SQuAD model and optimizers, which Lambda's runs use too; NVIDIA's ResNet-50
+AMP in NHWC), traces one fake training step on one GPU and one rank of a DDP step
+(``roofline.trace(..., parallel="ddp")``, re-costed for each N: DDP's buckets do not depend
+on N), and predicts the speedup N x t(1 GPU) / t(N GPUs) with :func:`roofline.parallel`.
+Nothing is tuned to a row. The error is that of the predicted speedup against the measured
+one (throughput on N over throughput on 1).
 
 Sources (read with the fetch tool at the commits named; the numbers are transcribed below):
 
@@ -27,7 +29,6 @@ Usage: ``python benchmarks/scaling.py`` (a few minutes on 2 cores).
 
 from __future__ import annotations
 
-import contextlib
 import statistics
 import sys
 import time
@@ -35,10 +36,10 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
+import published
 import torch
 
 import roofline
-from roofline.zoo import get_model
 
 LAMBDA = "lambdal/deeplearning-benchmark@aa5addb:pytorch/pytorch-train-throughput-{}.csv"
 DLE_RN50 = ("NVIDIA/DeepLearningExamples@729963d:PyTorch/Classification/ConvNets/"
@@ -118,37 +119,43 @@ SEQ_LEN = 384  # SQuAD fine-tuning in both sources
 TARGET = 0.10
 
 
-def _traces(model: str, precision: str, batch: int) -> tuple[Any, Any]:
-    """One GPU's fake training step and rank 0's DDP step (2 ranks) at ``batch``."""
-    kwargs: dict[str, Any] = {"batch_size": batch, "device": "meta"}
-    if model.startswith("bert"):
-        kwargs["seq_len"] = SEQ_LEN
-    zm = get_model(model, **kwargs)
-    opt = torch.optim.SGD(zm.model.parameters(), lr=0.1, momentum=0.9) \
-        if model == "resnet50" else torch.optim.AdamW(zm.model.parameters())
-    amp = (torch.autocast("cpu", dtype=torch.float16) if precision == "amp"
-           else contextlib.nullcontext())
+def _workload(row: Row) -> published.Workload:
+    """The row's step as published.py traces its source: NVIDIA's SQuAD model and
+    optimizers (Lambda runs NVIDIA's code), attention written out, NVIDIA's PyTorch
+    ResNet-50 AMP in NHWC; TF32 rows are fp32 steps whose matmuls the options put on TF32."""
+    bert = row.model.startswith("bert")
+    precision = "amp" if row.precision == "amp" else "fp32"
+    return published.Workload(
+        row.model, "train", precision, row.batch, SEQ_LEN if bert else None,
+        attention="eager" if bert else "fused",
+        channels_last=not bert and precision == "amp" and row.source == DLE_RN50,
+        head="qa" if bert else "mlm", recipe="dle-squad" if bert else None)
+
+
+def _traces(w: published.Workload) -> tuple[Any, Any]:
+    """One GPU's fake training step and rank 0's DDP step (2 ranks)."""
+    model, inputs, optimizer, amp = published.build(w, "meta")
     with amp, warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        one = roofline.trace(zm.model, *zm.train_inputs, train=True, optimizer=opt,
-                             fake=True)
-        inputs = [torch.cat([x] * 2) for x in zm.train_inputs]  # the global batch of 2
-        ddp = roofline.trace(zm.model, *inputs, train=True, optimizer=opt, parallel="ddp",
-                             gpus=2)
+        one = roofline.trace(model, *inputs, train=True, optimizer=optimizer, fake=True,
+                             attention=w.attention)
+        batch2 = [torch.cat([x] * 2) for x in inputs]  # the global batch of 2
+        ddp = roofline.trace(model, *batch2, train=True, optimizer=optimizer,
+                             parallel="ddp", gpus=2, attention=w.attention)
     return one, ddp
 
 
 def main() -> int:
     start = time.perf_counter()
-    cache: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+    cache: dict[published.Workload, tuple[Any, Any]] = {}
     errors: list[float] = []
     print(f"{'source':<44} {'model':<10} {'prec':<4} {'system':<22} {'N':>2} "
           f"{'batch':>5} {'measured':>8} {'predicted':>9} {'error':>7} {'exposed':>7}")
     for row in ROWS:
-        key = (row.model, row.precision, row.batch)
-        if key not in cache:
-            cache[key] = _traces(*key)
-        one, ddp = cache[key]
+        w = _workload(row)
+        if w not in cache:
+            cache[w] = _traces(w)
+        one, ddp = cache[w]
         options = {"tf32_matmul": row.precision == "tf32"}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
