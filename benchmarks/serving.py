@@ -13,7 +13,8 @@ Three parts, each printing its rows and then the median and 90th-percentile erro
 2. ``llamacpp``: llama.cpp's LLaMA-3 F16 rows of the shared validation file
    (``../shared/validation/published_throughput.csv``, never copied here; ``--data`` or
    ``ROOFLINE_VALIDATION_CSV`` overrides the path): generation of 1024 tokens at batch 1
-   (a decode from an empty context) and a 1024-token prompt, predicted with
+   (a decode from an empty context) and a 1024-token prompt (as llama.cpp ran it: two
+   512-token micro-batches, ``prefill_chunk``, attention written out), predicted with
    ``roofline.serve`` on the zoo's Llama at batch 1. Q4_K_M rows are left out (no 4-bit
    kernels are modelled).
 3. ``trtllm``: TensorRT-LLM's static-batch tables (``benchmarks/data/published_serving.csv``:
@@ -261,7 +262,8 @@ def zoo_llama(sizes: dict[str, Any]) -> torch.nn.Module:
 
 def llama_cpp(path: Path, quick: bool) -> None:
     """Part 2: llama.cpp's LLaMA-3 F16 rows, batch 1."""
-    from published import DEVICE_NAMES  # the validation file's device spellings
+    # the validation file's device spellings, and llama.cpp's micro-batch
+    from published import DEVICE_NAMES, LLAMA_CPP_UBATCH
 
     df = pd.read_csv(path)
     df = df[df.source.str.startswith("XiongjieDai") & (df.precision == "fp16 weights")
@@ -278,9 +280,13 @@ def llama_cpp(path: Path, quick: bool) -> None:
             continue
         sizes = {} if r.model == "LLaMA-3-8B" else LLAMA3_70B
         generation = "generation" in r.metric
+        # a prompt as llama.cpp ran it (build 2843: n_ubatch = 512, flash_attn = 0, as
+        # published.py traces it): micro-batches over the cache, attention written out
+        prompt = {} if generation else {"prefill_chunk": LLAMA_CPP_UBATCH,
+                                        "attention": "eager"}
         st = serving_trace(r.model, functools.partial(zoo_llama, sizes),
                            prompt_tokens=1 if generation else 1024,
-                           new_tokens=1024 if generation else 1, dtype="fp16")
+                           new_tokens=1024 if generation else 1, dtype="fp16", **prompt)
         # llama.cpp multiplies F16 weights with cuBLAS in fp16 accumulate
         # (ggml-cuda's ggml_cuda_op_mul_mat_cublas: CUBLAS_COMPUTE_16F)
         pred = predict(st, device, r.metric, fp16_accumulate=True)

@@ -122,6 +122,50 @@ def test_prefill_counts_causal_attention_and_the_last_logits_only() -> None:
         * 4 * HEAD_DIM
 
 
+@pytest.mark.parametrize("zoo", [False, True])
+def test_a_chunked_prefill_attends_each_chunk_over_the_ones_before(zoo: bool) -> None:
+    model = get_model("llama3-8b", device="meta", dim=HIDDEN, n_layers=LAYERS,
+                      n_heads=HEADS, n_kv_heads=KV_HEADS, hidden_dim=FFN,
+                      vocab_size=VOCAB).model if zoo else hf_llama()
+    b, p, chunk = 2, 256, 100
+    st = roofline.trace_serving(model, prompt_tokens=p, new_tokens=4, batch=b,
+                                prefill_chunk=chunk)
+    t = st.prefill
+    assert st.prefill_chunk == chunk and t.meta["chunks"] == [100, 100, 56]
+    # every token through every layer's matmuls once; each chunk's last token's logits
+    assert t.by_category()["matmul"].flops == 2 * b * (p * LAYERS * LAYER_MATMUL_PARAMS
+                                                       + 3 * HEAD_PARAMS)
+    # the first chunk causal (c(c+1)/2 pairs), each later one's c queries over every key
+    # cached and its own, masked in place rather than skipped: 5050 + 100 x 200 + 56 x 256
+    pairs = 100 * 101 // 2 + 100 * 200 + 56 * 256
+    assert t.by_category()["attention"].flops == LAYERS * b * HEADS * pairs * 4 * HEAD_DIM
+    ids = [i for op in t.ops for i in (*op.input_ids, *op.output_ids)]
+    assert not t.storages and ids  # the chunks' storages kept apart, no table over them
+    one = roofline.trace_serving(model, prompt_tokens=p, new_tokens=4, batch=b,
+                                 prefill_chunk=p)  # a chunk as long as the prompt: one pass
+    assert one.prefill_chunk is None and "chunks" not in one.prefill.meta
+    assert "prefill in chunks of 100" in repr(st) and "chunks" not in repr(one)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", roofline.RooflineWarning)
+        chunked, whole = roofline.serve(st, "h100"), roofline.serve(one, "h100")
+    assert chunked.ttft_seconds > 0 and whole.ttft_seconds > 0
+
+
+def test_attention_written_out_is_a_matmul_over_every_pair_of_each_chunk() -> None:
+    b, p, chunk = 1, 256, 128
+    fused = roofline.trace_serving(hf_llama(), prompt_tokens=p, new_tokens=2, batch=b,
+                                   prefill_chunk=chunk)
+    eager = roofline.trace_serving(hf_llama(), prompt_tokens=p, new_tokens=2, batch=b,
+                                   prefill_chunk=chunk, attention="eager")
+    assert "attention" not in eager.prefill.by_category()
+    assert eager.prefill.by_category()["softmax"].count == 2 * LAYERS
+    # q.k and p.v as matmuls over the whole square of the first chunk, unmasked
+    pairs = 128 * 128 + 128 * 256
+    extra = LAYERS * b * HEADS * pairs * 4 * HEAD_DIM
+    assert eager.prefill.by_category()["matmul"].flops == \
+        fused.prefill.by_category()["matmul"].flops + extra
+
+
 def test_fp8_kv_halves_the_cache_traffic_not_the_flops() -> None:
     bf16, fp8 = tiny_trace(), tiny_trace(kv_dtype="fp8")
     c = max(bf16.decode)
@@ -349,6 +393,7 @@ def test_a_context_beyond_the_model_is_refused() -> None:
     ({"contexts": 1}, "contexts must be a whole number >= 2"),
     ({"kv_dtype": "int8"}, "kv_dtype='int8' is not a floating-point dtype"),
     ({"weight_dtype": "bf16"}, "only fp8 weights .* and nvfp4"),
+    ({"prefill_chunk": 0}, "prefill_chunk must be a whole number >= 1, got 0"),
 ])
 def test_bad_arguments_are_refused_by_name(kwargs: dict[str, Any], needle: str) -> None:
     args = {"prompt_tokens": 16, "new_tokens": 4, **kwargs}
@@ -571,6 +616,24 @@ def test_serve_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert data["kv_dtype"] == "float8_e4m3fn" and data["capacity"]["fits"]
     assert set(data["tpot_seconds"]) == {"64", "72", "79"}
     assert data["tokens_per_s"] == pytest.approx(2 / data["mean_tpot_seconds"])
+    assert data["prefill_chunk"] is None
+
+
+def test_serve_a_chunked_prefill_from_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
+    from roofline.presentation.cli import main
+
+    assert main([*SERVE, "--prefill-chunk", "32"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == (
+        "llama-tiny (bfloat16; batch 2, 64 prompt + 16 new tokens, prefilled in chunks of 32)"
+        " on H200 SXM:")
+    assert main([*SERVE, "--json", "--prefill-chunk", "32"]) == 0
+    chunked = json.loads(capsys.readouterr().out)
+    assert main([*SERVE, "--json"]) == 0
+    whole = json.loads(capsys.readouterr().out)
+    assert chunked["prefill_chunk"] == 32 and whole["prefill_chunk"] is None
+    # the same decode; a prefill of two launches of every kernel takes longer
+    assert chunked["tpot_seconds"] == whole["tpot_seconds"]
+    assert chunked["ttft_seconds"] > whole["ttft_seconds"]
 
 
 @pytest.mark.parametrize(("flags", "weights"), [

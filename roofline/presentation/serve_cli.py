@@ -44,6 +44,9 @@ def add_parser(sub: Any, int_at_least: Any, model_help: str, func: Any) -> None:
                    help="kernels launched from CUDA graphs, as serving engines decode")
     p.add_argument("--peaks", choices=("achievable", "datasheet"), default="achievable",
                    help="rates the device was measured to reach (default) or its datasheet")
+    p.add_argument("--prefill-chunk", type=int_at_least(1), default=None, metavar="TOKENS",
+                   help="prefill the prompt in chunks of TOKENS, each over the cache of the "
+                   "ones before, as llama.cpp's n_ubatch or chunked prefill (default: one pass)")
     p.add_argument("--contexts", type=int_at_least(2), default=3,
                    help="decode contexts traced from the prompt to the full context "
                         "(default 3; TPOT is linear between them)")
@@ -100,7 +103,8 @@ def serve_command(args: argparse.Namespace, device: Any, other: Any | None) -> s
     st = trace_serving(model, prompt_tokens=args.prompt, new_tokens=args.new,
                        batch=args.batch, dtype=args.dtype, kv_dtype=args.kv_dtype,
                        weight_dtype=args.weights,
-                       contexts=args.contexts, tensor_parallel=args.tensor_parallel)
+                       contexts=args.contexts, tensor_parallel=args.tensor_parallel,
+                       prefill_chunk=args.prefill_chunk)
     st.model = name
     _progress(args, f"traced in {time.perf_counter() - start:.1f} s; finding how many "
                     "sequences fit...")

@@ -25,8 +25,9 @@ def workload(s: Serving) -> str:
     st = s.trace
     dtypes = st.dtype + (f", KV {st.kv_dtype}" if st.kv_dtype != st.dtype else "") + (
         f", weights {st.weight_dtype}" if st.weight_dtype else "")
+    chunks = f", prefilled in chunks of {st.prefill_chunk}" if st.prefill_chunk else ""
     return (f"{st.model} ({dtypes}; batch {st.batch}, {st.prompt_tokens} prompt + "
-            f"{st.new_tokens} new tokens)")
+            f"{st.new_tokens} new tokens{chunks})")
 
 
 def where(s: Serving) -> str:
@@ -156,7 +157,7 @@ def serving_dict(s: Serving) -> dict[str, Any]:
         "model": st.model, "device": s.device.name, "batch": st.batch,
         "prompt_tokens": st.prompt_tokens, "new_tokens": st.new_tokens, "dtype": st.dtype,
         "kv_dtype": st.kv_dtype, "weight_dtype": st.weight_dtype,
-        "tensor_parallel": st.tensor_parallel,
+        "tensor_parallel": st.tensor_parallel, "prefill_chunk": st.prefill_chunk,
         "ttft_seconds": s.ttft_seconds, "mean_tpot_seconds": s.mean_tpot_seconds,
         "tpot_seconds": {str(c): s.tpot_seconds(c) for c in st.contexts},
         "decode_seconds": s.decode_seconds, "total_seconds": s.total_seconds,

@@ -96,7 +96,10 @@ class HFModel:
             kwargs[self.logits_kw] = 1
         return functools.partial(self.model, **kwargs)
 
-    def prefill(self, batch: int, prompt_tokens: int, shards: int = 1) -> Step:
+    def prefill(self, batch: int, prompt_tokens: int, shards: int = 1, filled: int = 0,
+                ) -> Step:
+        if filled:  # a later chunk of a chunked prefill: over the chunks before it
+            return self._cached(batch, prompt_tokens, filled, shards, True)
         from transformers import DynamicCache
 
         params = _parameters(DynamicCache.__init__)
@@ -114,9 +117,14 @@ class HFModel:
         return hf_tp_plan(self.model, shards, self.kv_heads)
 
     def decode(self, batch: int, context: int, shards: int = 1) -> Step:
+        return self._cached(batch, 1, context, shards, False)
+
+    def _cached(self, batch: int, tokens: int, filled: int, shards: int, last_only: bool,
+                ) -> Step:
+        """``tokens`` new tokens of each sequence after ``filled`` cached ones."""
         from transformers import StaticCache
 
-        slots = context + 1
+        slots = filled + tokens
         params = _parameters(StaticCache.__init__)
         if "max_batch_size" in params:  # transformers 4.x allocates up front
             cache = StaticCache(config=self.config, max_batch_size=batch, max_cache_len=slots,
@@ -128,9 +136,9 @@ class HFModel:
                                        device=torch.device("cpu"))
         for layer in getattr(cache, "layers", ()):  # "context tokens already seen"
             if hasattr(layer, "cumulative_length"):
-                layer.cumulative_length.fill_(context)
-        ids = torch.zeros(batch, 1, dtype=torch.long)
-        return self._call(cache, context, 1, False), ids
+                layer.cumulative_length.fill_(filled)
+        ids = torch.zeros(batch, tokens, dtype=torch.long)
+        return self._call(cache, filled, tokens, last_only), ids
 
 
 class OwnCacheModel:
@@ -165,8 +173,9 @@ class OwnCacheModel:
         return functools.partial(self.model, **kwargs), torch.zeros(batch, tokens,
                                                                      dtype=torch.long)
 
-    def prefill(self, batch: int, prompt_tokens: int, shards: int = 1) -> Step:
-        return self._step(batch, prompt_tokens, 0, shards)
+    def prefill(self, batch: int, prompt_tokens: int, shards: int = 1, filled: int = 0,
+                ) -> Step:
+        return self._step(batch, prompt_tokens, filled, shards)
 
     def decode(self, batch: int, context: int, shards: int = 1) -> Step:
         return self._step(batch, 1, context, shards)

@@ -13,6 +13,7 @@ the new one), so its time is affine in ``C``: tracing the first and last decode 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import math
 import time
@@ -27,6 +28,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from roofline._checks import whole
 from roofline._errors import ContextLengthError, RooflineWarning, warn
 from roofline._si import si
+from roofline.tracing.attention import AttentionMode
 from roofline.tracing.kv import CacheModel, cache_model
 from roofline.tracing.quantized import (
     dtype_name,
@@ -55,7 +57,8 @@ class ServingTrace:
     dtype, kv_dtype : the model's and the KV cache's dtype (``"bfloat16"``...).
     weight_dtype : the matmul weights' dtype when narrower than the model's (fp8, nvfp4),
         else None.
-    prefill : the prefill step: ``batch x prompt_tokens`` tokens, logits of the last only.
+    prefill : the prefill step: ``batch x prompt_tokens`` tokens, logits of the last only
+        (chunked: every chunk's ops in order, with their storage table left empty).
     decode : context -> one decode step with that many tokens already cached. The first
         is ``prompt_tokens``, the last ``prompt_tokens + new_tokens - 1``.
     kv_bytes_per_token : the KV cache of one token of one sequence, all layers, in
@@ -66,6 +69,8 @@ class ServingTrace:
     trace_seconds : how long tracing took.
     tensor_parallel : GPUs the model is split over (Megatron-style, as serving engines'
         ``tensor_parallel_size``); the steps are rank 0's, with its all-reduces.
+    prefill_chunk : the prompt was prefilled in chunks of this many tokens, each over the
+        cache of the ones before (``prefill`` holds them in order); None: in one pass.
     """
 
     model: str
@@ -82,6 +87,7 @@ class ServingTrace:
     max_positions: int | None
     trace_seconds: float
     tensor_parallel: int = 1
+    prefill_chunk: int | None = None
     build: Callable[[int], Trace] | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -124,6 +130,8 @@ class ServingTrace:
         weights = f", weights {self.weight_dtype}" if self.weight_dtype else ""
         if self.tensor_parallel > 1:
             weights += f", tensor parallel over {self.tensor_parallel} GPUs"
+        if self.prefill_chunk is not None:
+            weights += f", prefill in chunks of {self.prefill_chunk}"
         contexts = ", ".join(map(str, self.contexts))
         return (f"ServingTrace({self.model}, batch {self.batch}, {self.prompt_tokens} prompt "
                 f"+ {self.new_tokens} new tokens, {self.dtype}, KV {self.kv_dtype}{weights}: "
@@ -134,13 +142,14 @@ class ServingTrace:
 
 def _fake_step(step_of: Callable[..., tuple[Callable[..., Any], torch.Tensor]],
                batch: int, tokens: int, name: str, phase: str,
-               split: tuple[int, Any] | None = None) -> Trace:
+               split: tuple[int, Any] | None = None,
+               attention: AttentionMode = "fused") -> Trace:
     """One step on fake tensors: the cache and the ids are made inside the fake mode.
     ``split``: (GPUs, plan) of tensor parallelism; rank 0's step is traced."""
     with torch.no_grad(), FakeTensorMode(allow_non_fake_inputs=True):
         if split is None:
             fn, ids = step_of(batch, tokens)
-            t = trace(fn, ids, fake=True)
+            t = trace(fn, ids, fake=True, attention=attention)
         else:
             gpus, plan = split
             fn, ids = step_of(batch, tokens, gpus)
@@ -148,10 +157,28 @@ def _fake_step(step_of: Callable[..., tuple[Callable[..., Any], torch.Tensor]],
                 raise TypeError(f"tensor-parallel serving needs the step as "
                                 f"functools.partial(model, cache=...), got {fn!r}")
             t = trace(fn.func, ids, parallel=Parallel("tp", plan=plan), gpus=gpus,
-                      **fn.keywords)
+                      attention=attention, **fn.keywords)
     t.info.model = name
     t.meta.update(serving=phase, batch=batch, tokens=tokens)
     return t
+
+
+def _chained(parts: list[Trace]) -> Trace:
+    """The chunks of a prefill as one step: their ops in order, each chunk's storage ids
+    moved past the ones before so that none is shared; the storage table is left empty
+    (a chunk's own table would miscount the weights every chunk reads)."""
+    ops, offset = [], 0
+    for part in parts:
+        for op in part.ops:
+            ops.append(dataclasses.replace(
+                op, input_ids=tuple(i + offset for i in op.input_ids),
+                output_ids=tuple(i + offset for i in op.output_ids)))
+        offset += 1 + max((i for op in part.ops for i in (*op.input_ids, *op.output_ids)),
+                          default=-1)
+    first = parts[0]
+    meta = {**first.meta, "tokens": sum(p.meta.get("tokens", 0) for p in parts),
+            "chunks": [p.meta.get("tokens") for p in parts]}
+    return Trace(ops=ops, meta=meta, info=copy.copy(first.info))
 
 
 def _contexts(prompt_tokens: int, new_tokens: int, count: int) -> list[int]:
@@ -188,7 +215,9 @@ def trace_serving(model: Any, *, prompt_tokens: int, new_tokens: int, batch: int
                   dtype: torch.dtype | str | None = None,
                   kv_dtype: torch.dtype | str | None = None,
                   weight_dtype: torch.dtype | str | None = None,
-                  contexts: int = CONTEXTS, tensor_parallel: int = 1) -> ServingTrace:
+                  contexts: int = CONTEXTS, tensor_parallel: int = 1,
+                  prefill_chunk: int | None = None,
+                  attention: AttentionMode = "fused") -> ServingTrace:
     """Trace the prefill and decode steps of serving ``model``, once for any device.
 
     Parameters
@@ -214,6 +243,13 @@ def trace_serving(model: Any, *, prompt_tokens: int, new_tokens: int, batch: int
         all-reduces per layer, and (a transformers model, by its own ``_tp_plan``) the
         embedding's all-reduce and the head's all-gather. Rank 0's steps are traced on a
         fake process group; every rank runs the same.
+    prefill_chunk : prefill the prompt in chunks of this many tokens, each attending over
+        the cache of the ones before, the last token's logits only, as llama.cpp's
+        micro-batches (``n_ubatch``) and chunked prefill in vLLM or TensorRT-LLM run a long
+        prompt; None (or a chunk as long as the prompt): one pass.
+    attention : how the steps' attention is recorded, as :func:`roofline.trace` takes it:
+        ``"fused"`` (one kernel, as FlashAttention runs it) or ``"eager"`` (written out:
+        scores, softmax, weighted sum, as an engine without flash attention runs it).
 
     Raises
     ------
@@ -243,6 +279,9 @@ def trace_serving(model: Any, *, prompt_tokens: int, new_tokens: int, batch: int
     batch = whole("batch", batch)
     contexts = whole("contexts", contexts, at_least=2)
     gpus = whole("tensor_parallel", tensor_parallel)
+    chunk = None if prefill_chunk is None else whole("prefill_chunk", prefill_chunk)
+    if chunk is not None and chunk >= prompt_tokens:
+        chunk = None
     served = _served(model, dtype)
     split = (gpus, served.tp_plan(gpus)) if gpus > 1 else None
     kv = parse_dtype("kv_dtype", kv_dtype) if kv_dtype is not None else served.dtype
@@ -251,11 +290,16 @@ def trace_serving(model: Any, *, prompt_tokens: int, new_tokens: int, batch: int
     start = time.perf_counter()
 
     def decode(b: int, context: int) -> Trace:
-        step = _fake_step(served.decode, b, context, served.name, "decode", split)
+        step = _fake_step(served.decode, b, context, served.name, "decode", split, attention)
         return requantize(step, kv_dtype=kv, weight_dtype=weights)
 
-    prefill = requantize(_fake_step(served.prefill, batch, prompt_tokens, served.name,
-                                    "prefill", split), weight_dtype=weights)
+    def prefill_part(filled: int, tokens: int) -> Trace:
+        step = _fake_step(functools.partial(served.prefill, filled=filled), batch, tokens,
+                          served.name, "prefill", split, attention)
+        return requantize(step, weight_dtype=weights)
+
+    prefill = (prefill_part(0, prompt_tokens) if chunk is None else _chained(
+        [prefill_part(f, min(chunk, prompt_tokens - f)) for f in range(0, prompt_tokens, chunk)]))
     steps = {c: decode(batch, c) for c in _contexts(prompt_tokens, new_tokens, contexts)}
     first = min(steps)
     per_token = kv_bytes(steps[first]) / (batch * (first + 1))
@@ -276,5 +320,5 @@ def trace_serving(model: Any, *, prompt_tokens: int, new_tokens: int, batch: int
                         dtype_name(served.dtype), dtype_name(kv),
                         dtype_name(weights) if weights is not None else None, prefill, steps,
                         math.floor(per_token + 0.5), params, served.max_positions,
-                        time.perf_counter() - start, gpus, build)
+                        time.perf_counter() - start, gpus, prefill_chunk=chunk, build=build)
 
