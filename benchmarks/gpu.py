@@ -10,7 +10,8 @@ Run once when a GPU is at hand (a few minutes):
    against the measured median step.
 
 Prints a markdown table and writes it, with the device, date and torch version, to
-``--out`` (default ``$OUT`` or ``.``) as ``gpu_validation.md`` plus the raw results as JSON.
+``--out`` (default ``$OUT`` or ``.``) as ``gpu_validation.md`` plus the raw results as JSON,
+and each step's trace with its measured op times as ``gpu_steps.json.gz``.
 A step that fails is reported in its row and the run goes on. ``--device cpu`` runs the
 same script on the CPU in fp32 (the datasheet column is then empty): a dry run.
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import gzip
 import json
 import os
 import time
@@ -30,6 +32,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 import roofline
@@ -123,16 +126,6 @@ def main() -> None:
     print(f"calibrated {spec.name} in {time.perf_counter() - start:.0f} s")
     for line in spec.notes:
         print("  " + line)
-    rows = []
-    for name, train, kw in QUICK if args.quick_models else STEPS:
-        try:
-            m = measure_step(name, train, kw, args.device)
-            rows.append(row(name, train, m, base, spec))
-        except Exception as exc:  # report and go on: the device time is short
-            traceback.print_exc()
-            rows.append({"step": f"{name} {'train' if train else 'inference'}",
-                         "failed": f"{type(exc).__name__}: {str(exc)[:120]}"})
-        print(table(rows[-1:]).splitlines()[-1], flush=True)
     cuda = args.device.startswith("cuda")
     hardware = torch.cuda.get_device_name(torch.device(args.device)) if cuda else args.device
     title = (f"# Measured against predicted on {base.name if base else spec.name}\n\n"
@@ -141,13 +134,31 @@ def main() -> None:
              f"; {'bf16 autocast' if cuda else 'fp32'}, real "
              "tensors, median step after "
              "warm-up.\n\n")
-    text = title + table(rows) + "\n"
-    print("\n" + text)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "gpu_validation.md").write_text(text, encoding="utf-8")
-    (args.out / "gpu_validation.json").write_text(json.dumps(
-        {"rows": rows, "calibrated": json.loads(spec.model_dump_json()),
-         "datasheet": base.name if base else None}, indent=1, default=str), encoding="utf-8")
+    rows: list[dict[str, Any]] = []
+    steps: dict[str, Any] = {}  # each step's trace and measured op times, to analyse again
+    for name, train, kw in QUICK if args.quick_models else STEPS:
+        try:
+            m = measure_step(name, train, kw, args.device)
+            rows.append(row(name, train, m, base, spec))
+            steps[rows[-1]["step"]] = {
+                "trace": json.loads(m.trace.to_json()), "step_seconds": m.step_seconds,
+                "op_seconds": [None if not np.isfinite(v) else float(v) for v in m.op_seconds]}
+            with gzip.open(args.out / "gpu_steps.json.gz", "wt", encoding="utf-8") as f:
+                json.dump(steps, f)
+        except Exception as exc:  # report and go on: the device time is short
+            traceback.print_exc()
+            rows.append({"step": f"{name} {'train' if train else 'inference'}",
+                         "failed": f"{type(exc).__name__}: {str(exc)[:120]}"})
+        print(table(rows[-1:]).splitlines()[-1], flush=True)
+        # written after every step: a run cut off by its time limit keeps what it measured
+        (args.out / "gpu_validation.md").write_text(title + table(rows) + "\n",
+                                                    encoding="utf-8")
+        (args.out / "gpu_validation.json").write_text(json.dumps(
+            {"rows": rows, "calibrated": json.loads(spec.model_dump_json()),
+             "datasheet": base.name if base else None}, indent=1, default=str),
+            encoding="utf-8")
+    print("\n" + title + table(rows))
     print(f"done in {time.perf_counter() - start:.0f} s; wrote {args.out / 'gpu_validation.md'}")
 
 

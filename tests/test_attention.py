@@ -146,3 +146,20 @@ def test_fused_attention_takes_a_boolean_mask_and_reports_what_it_cannot_take() 
         t_gqa = roofline.trace(lambda: step(gqa=True, m=None), fake=True)
         assert t_gqa.info.attention_calls == 0 and t_gqa.info.attention_unfused == 1
     assert no_global_state()
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_grouped_query_attention_counts_each_query_head_once(causal: bool) -> None:
+    # CUDA's flash kernels take enable_gqa's shared K/V heads as they are (seen on an H200,
+    # torch 2.11): 8 query heads over 2 K/V heads do the matmuls of 8 heads, 4*B*H*S^2*D
+    # FLOPs dense (QK^T and PV, 2 FLOPs per multiply-add), the causal pairs' share of it.
+    from roofline.tracing.formulas import _attention
+
+    b, h, s, d = 2, 8, 128, 64
+    dense = 4 * b * h * s * s * d
+    pairs = s * (s + 1) // 2
+    want = dense * pairs // (s * s) if causal else dense
+    q, kv = (b, h, s, d), (b, 2, s, d)
+    assert _attention(q, kv, kv, causal, backward=False) == want
+    assert _attention(q, kv, kv, causal, backward=True) == \
+        _attention(q, q, q, causal, backward=True) == 5 * want // 2

@@ -270,6 +270,20 @@ def test_efficiencies_fallback_cap_and_dtype_choice() -> None:
     assert as_efficiency(measured, base, dtype=torch.float32)["matrix"] == 1.0  # capped
 
 
+def test_a_gpu_vector_lower_bound_never_lowers_the_datasheet_ceiling() -> None:
+    # On an H200 the in-cache addcmul ran at 0.6 TFLOP/s (fp32) and 0.44 (bf16): launch-bound.
+    from roofline.hardware.calibration import _vector_floor
+
+    base = spec_with({"bf16": 1e15}, {"fp32": 67e12}, 4.8e12)
+    fixed = _vector_floor({"vector_flops_per_s": {"fp32": 6e11, "bf16": 4.4e11}, "notes": []},
+                          base)
+    # the datasheet's fp32 ceiling, and no bf16 ceiling, as the datasheet has none
+    assert fixed["vector_flops_per_s"] == {"fp32": 67e12}
+    assert "lower bound" in fixed["notes"][-1]
+    # a measurement above the datasheet is kept as measured
+    assert _vector_floor({"vector_flops_per_s": {"fp32": 7e13}, "notes": []}, base) == {}
+
+
 def test_base_spec_adds_efficiency_notes(runs: list[Any]) -> None:
     base = spec_with({}, {"fp32": 1e11}, 2e10, name="Fake CPU")
     spec = calibrate("cpu", threads=1, base=base)

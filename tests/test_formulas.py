@@ -933,3 +933,16 @@ def test_foreach_copy_reads_its_sources_and_foreach_zero_reads_nothing() -> None
     assert (op.bytes_read, op.bytes_written) == (1024 * HALF, 1024 * 4)
     op = op_of(captured(lambda: torch._foreach_zero_(dst)), "aten._foreach_zero_")
     assert (op.bytes_read, op.bytes_written) == (0, 1024 * 4)
+
+
+def test_an_op_the_installed_torch_lacks_is_skipped_not_fatal() -> None:
+    # torch 2.11 lacks aten._flash_attention_forward_no_dropout_inplace, which importing
+    # roofline registered: one op of another release must not stop the import.
+    from roofline.tracing.ops import _REGISTRY, MissingOp, aten, register_formula
+
+    op = aten.an_op_no_torch_release_has
+    assert isinstance(op, MissingOp) and "not in torch" in repr(op)
+    before = dict(_REGISTRY)
+    register_formula(op, aten.an_op_no_torch_release_has_either, category="pointwise")(
+        lambda **_: 1)
+    assert before == _REGISTRY

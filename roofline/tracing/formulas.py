@@ -395,6 +395,11 @@ def _attention(q: Any, k: Any, v: Any, is_causal: bool, backward: bool,
                pairs: int | None = None) -> int:
     """FLOPs of attention of (B, H, S, D) shapes, dense or over ``pairs`` query-key pairs
     per head (causal: top-left; the matmuls' count scales with the pairs computed)."""
+    q, k, v = tuple(q), tuple(k), tuple(v)
+    if len(q) > 2 and k[-3] != q[-3]:
+        # grouped-query attention (enable_gqa=True: CUDA's flash kernels take the shared K/V
+        # heads as they are): each query head does the work of one with its own K/V head
+        k, v = (*k[:-3], q[-3], *k[-2:]), (*v[:-3], q[-3], *v[-2:])
     flops = (sdpa_backward_flop_count(q[:-1] + v[-1:], q, k, v) if backward
              else sdpa_flop_count(q, k, v))
     s_q, s_k = q[-2], k[-2]

@@ -64,7 +64,30 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from roofline.tracing.records import Category, is_backward_kernel
 
-aten = torch.ops.aten
+
+class MissingOp:
+    """An aten op the installed torch does not have (newer or older than it): registering
+    it is skipped, so that one op missing from a supported release does not stop the
+    import."""
+
+    def __init__(self, name: str) -> None:
+        self.__name__ = name
+
+    def __repr__(self) -> str:
+        return f"<aten.{self.__name__}: not in torch {torch.__version__}>"
+
+
+class _Aten:
+    """``torch.ops.aten``, where an op this torch lacks reads as a :class:`MissingOp`."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return getattr(torch.ops.aten, name)
+        except AttributeError:
+            return MissingOp(name)
+
+
+aten: Any = _Aten()
 
 Formula = Callable[..., int]
 # (arguments bound to their schema names, tensors read, tensors written) -> (read, written)
@@ -228,11 +251,14 @@ def _packets(ops: Sequence[Any]) -> list[Any]:
     """Op packets to register, with the in-place twin (``relu`` -> ``relu_``) of each."""
     out = []
     for op in ops:
+        if isinstance(op, MissingOp):
+            continue
         packet = getattr(op, "overloadpacket", op)
         if packet in _REGISTRY:
             raise RuntimeError(f"duplicate registration for {packet}")
         out.append(packet)
-        twin = getattr(aten, packet.__name__ + "_", None) if packet.__name__[-1] != "_" else None
+        twin = (getattr(torch.ops.aten, packet.__name__ + "_", None)
+                if packet.__name__[-1] != "_" else None)
         if twin is not None and twin not in _REGISTRY and twin not in ops:
             out.append(twin)
     return out
