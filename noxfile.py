@@ -47,10 +47,11 @@ def notebooks(session: nox.Session) -> None:
 # about 70 s). The long ones are named:
 # ``nox -s benchmarks -- thread_scaling`` (about 40 minutes), ``published`` (needs the
 # ../shared/validation data; ``"published --trace-cache DIR"`` keeps its 80 traces between
-# runs), ``gpu`` (a GPU; ``gpu --device cpu`` is its dry run), ``suite_time`` (today's
+# runs), ``gpu`` and ``gpu_kernels`` (a GPU; ``gpu --device cpu`` and ``gpu_kernels --device cpu
+# --quick`` are their dry runs), ``suite_time`` (today's
 # tests against an earlier commit's, by name; about 8 minutes).
 QUICK_BENCHMARKS = ("the_answer", "capture_overhead --quick", "memory", "scaling",
-                    "as_cuda_runs")
+                    "as_cuda_runs", "lent_h200")
 
 
 @nox.session(python=["3.11"])

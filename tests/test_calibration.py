@@ -292,6 +292,10 @@ def test_base_spec_adds_efficiency_notes(runs: list[Any]) -> None:
     assert "memory: 50.0% of peak (Fake CPU datasheet)" in spec.notes
     with pytest.raises(UnknownDeviceError):
         calibrate("cpu", threads=1, base="no such device at all")
+    # the architecture carries over with its source: parts of the time model key on it
+    with_isa = base.with_overrides(isa="sm_90", sources={**base.sources, "isa": "a test"})
+    measured = calibrate("cpu", threads=1, base=with_isa, cache=False)
+    assert measured.isa == "sm_90" and measured.sources["isa"] == "a test"
 
 
 def test_exported_from_hardware() -> None:

@@ -140,7 +140,9 @@ class Comparison:
             limits=self.speedup_limits(),
             assumptions=list(dict.fromkeys(src.assumptions + dst.assumptions)),
             empty=src.seconds == 0, flops=src.trace.total_flops, band=self.band,
-            fusion=self.fusion)
+            fusion=self.fusion,
+            misaligned={a.device.name: share for a in (src, dst)
+                        if (share := a.misaligned_share()) > 0})
 
     def __repr__(self) -> str:
         return (f"Comparison({self.src.device.name} -> {self.dst.device.name}: "

@@ -50,6 +50,9 @@ class Reasons:
     achievable_flops_ratio : float
         The same engines' rates at the shares of their peaks the devices reach (dst over
         src; NaN when not known).
+    misaligned : dict[str, float]
+        Per device whose step has them, the share of its step in GEMMs slowed for rows off
+        a multiple of 16 bytes (``Analysis.misaligned_share``).
     """
 
     src: str
@@ -66,6 +69,7 @@ class Reasons:
     band: Band | None = None
     fusion: dict[str, tuple[int, int]] | None = None
     achievable_flops_ratio: float = math.nan
+    misaligned: dict[str, float] = field(default_factory=dict)
 
 
 def top_categories(a: Analysis, bound: str, n: int = TOP_CATEGORIES) -> list[str]:

@@ -64,7 +64,7 @@ import numpy as np
 
 from roofline._errors import RooflineWarning, warn
 from roofline._table import Rows
-from roofline.analysis import gemm, inflight, passes
+from roofline.analysis import alignment, gemm, inflight, passes
 from roofline.analysis.options import Options
 from roofline.analysis.rates import Pattern, Rates, access_pattern, dtype_key
 from roofline.hardware import DeviceSpec, get_device
@@ -120,8 +120,9 @@ class Analysis:
     #: the least a step can take off the device: the batch over ``host_samples_per_s``
     input_floor_seconds: float = 0.0
     #: per op, the factor its rate is below its engine's for cuDNN's convolution gradients
-    #: (:func:`roofline.analysis.gemm.gradient_slowdown`; 1 elsewhere; None: none anywhere)
-    gradient_slowdown: np.ndarray | None = None
+    #: (:func:`roofline.analysis.gemm.gradient_slowdown`) or a GEMM's rows off 16 bytes
+    #: (:mod:`roofline.analysis.alignment`); 1 elsewhere; None: none anywhere
+    slowdown: np.ndarray | None = None
 
     def engine_flops_per_s(self, engine: Engine) -> float | None:
         """The rate ``engine`` runs at in this analysis (its roof on a roofline chart):
@@ -224,11 +225,19 @@ class Analysis:
         the share the device reaches (measured, its class's or a GEMM fit's), as ``peaks``
         says; 0 when no op has a rate."""
         top = self._top_engine()
-        rate = self.flops_per_s if self.gradient_slowdown is None \
-            else self.flops_per_s * self.gradient_slowdown
+        rate = self.flops_per_s if self.slowdown is None \
+            else self.flops_per_s * self.slowdown
         on_top = [(op.flops, float(r)) for op, e, r in
                   zip(self.trace.ops, self.engine, rate, strict=True) if e == top]
         return max(on_top)[1] if on_top else 0.0
+
+    def misaligned_share(self) -> float:
+        """Share of the step in GEMMs slowed for stored rows off a multiple of 16 bytes
+        (:mod:`roofline.analysis.alignment`; 0 where none is)."""
+        if self.slowdown is None or not self.seconds:
+            return 0.0
+        gemms = np.array([op.category == Category.MATMUL for op in self.trace.ops], dtype=bool)
+        return float(self.op_seconds[(self.slowdown > 1) & gemms].sum() / self.seconds)
 
     def _top_engine(self) -> Engine | None:
         by_engine: dict[Engine, int] = {}
@@ -362,14 +371,18 @@ def _engines(trace: Trace, spec: DeviceSpec, rates: Rates,
              ) -> tuple[list[Engine | None], np.ndarray, np.ndarray, dict[int, GemmFigure],
                         np.ndarray]:
     """Engine, effective FLOP/s and fill of every op, the GEMM time model of each matmul
-    that has one, and each op's convolution-gradient slowdown (in the FLOP/s already)."""
+    that has one, and each op's slowdown (a convolution gradient's, a GEMM's with rows off
+    16 bytes; in the FLOP/s already)."""
     n = len(trace.ops)
     engines: list[Engine | None] = [None] * n
     rate, fill = np.zeros(n), np.ones(n)
     on_curve: dict[str, list[int]] = {}  # measured matmul curve's dtype -> op indices
     shapes: dict[int, gemm.Gemm] = {}
     fitted: dict[int, GemmFigure] = {}
-    slow = np.ones(n)  # a convolution backward's time over its forward's (gradient_slowdown)
+    # a convolution backward's time over its forward's (gradient_slowdown), a GEMM's over
+    # its aligned twin's (rows off 16 bytes, on Hopper)
+    slow = np.ones(n)
+    rows = alignment.row_lengths(trace) if alignment.applies(spec) else {}
     for i, op in enumerate(trace.ops):
         if op.flops <= 0:  # nothing to compute: no engine, no rate to look up
             continue
@@ -380,6 +393,7 @@ def _engines(trace: Trace, spec: DeviceSpec, rates: Rates,
         engine = found[0]
         if not matrix:
             continue
+        slow[i] = _misaligned(op, engine, spec, rows, rates)
         # a GEMM, on the matrix engine or fallen back to the vector one
         if _on_curve(spec, op, engine) and (shape := gemm.gemm(op)) is not None:
             on_curve.setdefault(engine.dtype, []).append(i)
@@ -400,6 +414,16 @@ def _engines(trace: Trace, spec: DeviceSpec, rates: Rates,
             rate[idx] *= [gemm.fill(trace.ops[i], units) * units
                           / (gemm.fill(trace.ops[i], measured_on) * measured_on) for i in idx]
     return engines, rate / slow, fill, fitted, slow
+
+
+def _misaligned(op: OpRecord, engine: Engine, spec: DeviceSpec, rows: dict[int, int],
+                rates: Rates) -> float:
+    """A GEMM's time over its aligned twin's for stored rows off 16 bytes: measured on
+    Hopper, 1 elsewhere (the assumptions say so either way)."""
+    if not rows or (share := alignment.share(op, engine, rows)) >= 1:
+        return 1.0
+    rates.note(alignment.note(spec))
+    return 1 / share if alignment.measured(spec) else 1.0
 
 
 def _engine(op: OpRecord, spec: DeviceSpec, rates: Rates,

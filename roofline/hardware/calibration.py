@@ -171,6 +171,15 @@ def _measure(dev: torch.device, plan: _Plan, threads: int, keys: list[str]) -> d
         torch.set_num_threads(previous)
 
 
+def _carried(base_spec: DeviceSpec | None) -> dict[str, Any]:
+    """The hardware fields of ``base_spec`` a measured spec keeps: memory, form, and the
+    architecture (``isa``) that parts of the time model key on."""
+    if base_spec is None:
+        return {}
+    return {**{k: getattr(base_spec, k) for k in _CARRIED},
+            **({"isa": base_spec.isa} if base_spec.isa else {})}
+
+
 def _vector_floor(measured: dict[str, Any], base_spec: DeviceSpec) -> dict[str, Any]:
     """On a GPU the in-cache ``addcmul`` is bound by the cache and the launch (on an H200,
     2^21 elements took about the 7 us of one launch: 0.6 TFLOP/s against 67), so its rate,
@@ -196,7 +205,7 @@ def _assemble(measured: dict[str, Any], dev: torch.device, hw_name: str, threads
     label = base_spec.name if base_spec else (hw_name if gpu else "CPU")
     props = torch.cuda.get_device_properties(dev) if dev.type == "cuda" else None
     data: dict[str, Any] = {
-        **({k: getattr(base_spec, k) for k in _CARRIED} if base_spec else {}),
+        **_carried(base_spec),
         **({"memory_bytes": props.total_memory} if props and not base_spec else {}),
         **measured,
         "name": f"{label} (measured)" if gpu
@@ -205,7 +214,9 @@ def _assemble(measured: dict[str, Any], dev: torch.device, hw_name: str, threads
         "kind": "gpu" if gpu else "cpu",
         "compute_units": props.multi_processor_count if props else (None if gpu else threads),
         "measured": True,
-        "sources": {"compute": source, "memory": source},
+        "sources": {"compute": source, "memory": source,
+                    **({"isa": base_spec.sources["isa"]} if base_spec and base_spec.isa
+                       else {})},
         "notes": [f"{source.capitalize()}: {hw_name} ({dev}), torch "
                   f"{torch.__version__}, {threads} CPU thread(s), quick={quick}.",
                   *measured["notes"]],
