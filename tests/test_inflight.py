@@ -176,3 +176,59 @@ def test_a_layer_norm_of_few_rows_waits_on_latency_not_bandwidth() -> None:
     assert not any("one after another" in s for s in b.assumptions)
     # the datasheet roofline has no latency figure
     assert roofline.analyze(t, "a100-sxm-80gb", peaks="datasheet").latency_seconds[i] == 0
+
+
+def _batch_norm(shape: tuple[int, ...], dtype: torch.dtype = torch.bfloat16,
+                train: bool = True, fmt: torch.memory_format = torch.contiguous_format,
+                ) -> roofline.Trace:
+    """A batch norm's forward (and backward, training) over an input of ``shape``."""
+    norm = torch.nn.BatchNorm2d(shape[1], device="meta").to(memory_format=fmt)
+    x = torch.empty(*shape, dtype=dtype, device="meta").to(memory_format=fmt)
+    if not train:
+        return roofline.trace(norm, x, fake=True)
+    return roofline.trace(norm, x.requires_grad_(), train=True, fake=True,
+                          loss_fn=lambda y: y.float().sum())
+
+
+def _bn(trace: roofline.Trace) -> list[OpRecord]:
+    return [op for op in trace.ops if "batch_norm" in op.name]
+
+
+def test_bf16_channels_first_batch_norm_waits_one_round_per_512_elements_of_a_channel() -> None:
+    # one block of 512 threads per channel (Normalization.cuh): a plane of 56 x 56 = 3,136
+    # takes blocks of 512 x 1 threads, 7 loads per image, 8 images: 56 rounds; the fused
+    # backward loops twice (reduce, then the input gradient)
+    fwd, bwd = _bn(_batch_norm((8, 64, 56, 56)))
+    assert dependent_loads(fwd, "NVIDIA", 132) == 7 * 8
+    assert dependent_loads(bwd, "NVIDIA", 132) == 2 * 7 * 8
+    # a 7 x 7 plane: 64 x 8 threads, one load per thread for each 8 images
+    fwd, _ = _bn(_batch_norm((32, 64, 7, 7)))
+    assert dependent_loads(fwd, "NVIDIA", 132) == 1 * 4
+    # 2,048 channels on 100 SMs of four 512-thread blocks each: 6 waves
+    fwd, _ = _bn(_batch_norm((8, 2048, 7, 7)))
+    assert dependent_loads(fwd, "NVIDIA", 100) == 1 * 1 * 6
+
+
+@pytest.mark.parametrize("case", ["fp16", "fp32", "channels_last", "eval"])
+def test_batch_norms_cudnn_or_another_grid_runs_have_no_rounds(case: str) -> None:
+    # fp16 (fp32 weights) and fp32 go to cuDNN; channels-last takes a 2-D grid; evaluation
+    # runs the elementwise transform alone
+    dtype = {"fp16": torch.float16, "fp32": torch.float32}.get(case, torch.bfloat16)
+    fmt = torch.channels_last if case == "channels_last" else torch.contiguous_format
+    trace = _batch_norm((8, 64, 56, 56), dtype, train=case != "eval", fmt=fmt)
+    assert all(dependent_loads(op, "NVIDIA", 132) is None for op in _bn(trace))
+
+
+def test_a_channels_first_bf16_batch_norm_takes_its_rounds_of_dram_latency() -> None:
+    h100 = roofline.get_device("h100")
+    latency = figures(h100).dram_latency()
+    assert latency is not None
+    first, last = (roofline.analyze(_batch_norm((128, 64, 112, 112), fmt=f), h100)
+                   for f in (torch.contiguous_format, torch.channels_last))
+    # forward: 25 loads per image of 12,544 elements, 128 images; the launch holds the first
+    rounds = 25 * 128
+    fwd = next(i for i, op in enumerate(first.trace.ops) if op.name.startswith(
+        "aten.native_batch_norm.default"))
+    assert first.op_seconds[fwd] >= (rounds - 1) * latency.value
+    assert last.op_seconds[fwd] < 0.2 * (rounds - 1) * latency.value  # streamed instead
+    assert any("batch-norm kernel(s) wait on their loads" in a for a in first.assumptions)

@@ -131,3 +131,16 @@ def test_from_json_accepts_what_to_json_writes_and_integral_floats() -> None:
     assert back.ops[0].category is Category.MATMUL
     assert back.ops[0].input_shapes == ((2, 3), (3, 4))
     assert math.isclose(back.total_flops, 3 * 2 * 2 * 3 * 4)
+
+
+def test_a_channels_last_input_is_recorded_and_kept_through_json() -> None:
+    norm = torch.nn.BatchNorm2d(8)
+    x = torch.randn(2, 8, 5, 5)
+    plain = roofline.trace(norm, x, fake=True)
+    last = roofline.trace(norm.to(memory_format=torch.channels_last),
+                          x.to(memory_format=torch.channels_last), fake=True)
+    assert not any(op.channels_last for op in plain.ops)
+    assert "channels_last" not in json.loads(plain.to_json())["fields"]  # older readers' doc
+    assert any(op.channels_last for op in last.ops)
+    assert [op.channels_last for op in Trace.from_json(last.to_json()).ops] == \
+        [op.channels_last for op in last.ops]

@@ -625,11 +625,16 @@ def _in_flight_seconds(trace: Trace, spec: DeviceSpec, rates: Rates, moved: np.n
     units = spec.compute_units or 0
     if latency is None or not units:
         return seconds
+    # a step with no batch-norm backward ran its batch norms in evaluation (a trace of real
+    # CUDA tensors records the statistics' shapes either way): the elementwise kernel alone
+    evaluation = not any(op.name in inflight.BATCH_NORM_BACKWARD for op in trace.ops)
     for i, op in enumerate(trace.ops):
         held = inflight.in_flight_bytes(op, units)
         if held:  # an empty grid moves nothing
             seconds[i] = moved[i] * latency.value / held
-        rounds = inflight.dependent_loads(op, spec.vendor)
+        if evaluation and op.name in inflight.BATCH_NORM_FORWARD:
+            continue
+        rounds = inflight.dependent_loads(op, spec.vendor, units)
         if rounds:  # the launch overhead holds the first latency
             waits[i] = (rounds - 1) * latency.value
     bound, rows = int((seconds > memory).sum()), int((waits > np.maximum(memory, seconds)).sum())
@@ -642,8 +647,10 @@ def _in_flight_seconds(trace: Trace, spec: DeviceSpec, rates: Rates, moved: np.n
                    f"DRAM latency ({ns}; Little's law, roofline.analysis.inflight), a "
                    f"latency roof more bandwidth does not lower (bytes_in_flight=False: none)")
     if rows:
-        rates.note(f"{rows} layer-norm kernel(s) of few rows wait on their loads one after "
-                   f"another: each row's block takes at least its rounds of DRAM latency "
+        rates.note(f"{rows} layer- or batch-norm kernel(s) wait on their loads one after "
+                   f"another (a layer norm of few rows; a bf16 channels-first batch norm, "
+                   f"one block per channel): each block takes at least its rounds of DRAM "
+                   f"latency "
                    f"({ns} each; roofline.analysis.inflight), a latency roof more bandwidth "
                    f"does not lower (bytes_in_flight=False: none)")
     return np.maximum(seconds, waits)

@@ -527,10 +527,17 @@ class _Recorder(TorchDispatchMode):
             backward_kernel=backward,
             recompute=phase == "backward" and _recomputing(),
             collective=collective,
+            channels_last=any(_channels_last(t) for t in reads),
         ))
 
 
 _SIXTEEN_BIT = (torch.float16, torch.bfloat16)
+_LAST = {4: torch.channels_last, 5: torch.channels_last_3d}
+
+
+def _channels_last(t: torch.Tensor) -> bool:
+    fmt = _LAST.get(t.dim())
+    return fmt is not None and t.is_contiguous(memory_format=fmt) and not t.is_contiguous()
 
 
 def _layout_transposes(conv: OpRecord, bound: dict[str, Any],

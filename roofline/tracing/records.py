@@ -156,6 +156,9 @@ class OpRecord:
         the activations it did not keep; their phase is ``backward``, where they run.
     fused : for a kernel of a compiled step (``trace(..., compile=True)``), the eager ATen
         ops fused into it, in order (empty for an op that ran as itself).
+    channels_last : an input is a 4-D or 5-D tensor in the channels-last memory format
+        (and not also contiguous): PyTorch's GPU kernels of some ops (batch norm) pick
+        another grid for it.
     collective : for a torch.distributed collective (category ``collective``), its
         :class:`Collective` payload; such a record has 0 FLOPs, 0 bytes and 0 kernels, so
         the single-device analysis gives it no time (``roofline.parallel`` costs it on the
@@ -180,6 +183,7 @@ class OpRecord:
     recompute: bool = False
     collective: Collective | None = None
     fused: tuple[str, ...] = ()
+    channels_last: bool = False
 
     @property
     def bytes(self) -> int:
@@ -380,6 +384,8 @@ class Trace:
             names.remove("collective")  # absent, so older readers see the document they knew
         if not any(op.fused for op in self.ops):
             names.remove("fused")
+        if not any(op.channels_last for op in self.ops):
+            names.remove("channels_last")
         rows = [[_plain(getattr(op, n)) for n in names] for op in self.ops]
         doc: dict[str, Any] = {"version": 2, "info": self.info.to_dict(), "meta": self.meta,
                                "fields": names, "ops": rows}
@@ -528,7 +534,7 @@ _FIELD_CHECKS: dict[str, Callable[[Any], Any]] = {
     "flops": _count, "bytes_read": _count, "bytes_written": _count, "counted": _flag,
     "kernels": _count, "input_shapes": _shapes, "output_shapes": _shapes,
     "input_ids": _ids, "output_ids": _ids, "backward_kernel": _flag, "recompute": _flag,
-    "collective": _collective, "fused": _names,
+    "collective": _collective, "fused": _names, "channels_last": _flag,
 }
 _REQUIRED = [f.name for f in fields(OpRecord)
              if f.default is MISSING and f.default_factory is MISSING]
