@@ -12,6 +12,9 @@ Columns: median |error| as the factor prediction and measurement differ by, minu
 p90 of it, and the bias (median signed log error as a factor minus one, < 0 when the
 prediction is faster than the measurement).
 
+It also recomputes the steps ``benchmarks/gpu.py`` measured there
+(``benchmarks/data/steps``) against today's predictions.
+
 Usage: ``python benchmarks/lent_h200.py`` (about a minute).
 """
 
@@ -21,9 +24,11 @@ import csv
 import dataclasses
 import functools
 import gzip
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -199,6 +204,40 @@ def rowwise_rows() -> list[str]:
     return out
 
 
+STEPS = DATA.parent / "steps"
+
+
+def _steps(name: str) -> dict[str, Any]:
+    with gzip.open(STEPS / name, "rt", encoding="utf-8") as f:
+        out: dict[str, Any] = json.load(f)
+    return out
+
+
+def steps_rows() -> list[str]:
+    """The zoo's steps measured twice on the H200 (``benchmarks/data/steps``) against the
+    prediction of that run's commit, today's default and today's analysis of run 3's
+    calibrated spec (which predates the calibrated spec's carried ``isa``: the registry
+    entry's is set on it here)."""
+    run2, run3 = _steps("roofline_h200_sxm_run2.json.gz"), _steps("roofline_h200_sxm_run3.json.gz")
+    recorded = _steps("roofline_h200_sxm_run3_calibration.json.gz")
+    base = roofline.get_device(DEVICE)
+    spec = recorded["calibrated"] | {"isa": base.isa, "sources": {
+        **recorded["calibrated"]["sources"], "isa": base.sources["isa"]}}
+    calibrated = roofline.DeviceSpec.model_validate(spec)
+    before = {r["step"]: r["datasheet_ms"] / 1e3 for r in recorded["rows"]}
+    out = []
+    for name, step in run3.items():
+        trace = Trace.from_json(json.dumps(step["trace"]))
+        measured = step["step_seconds"]
+        earlier = f"{run2[name]['step_seconds'] * 1e3:.3g}" if name in run2 else "-"
+        now, cal = (roofline.analyze(trace, on).seconds for on in (DEVICE, calibrated))
+        out.append(f"| {name} | {earlier}, {measured * 1e3:.3g} ms | "
+                   f"{before[name] * 1e3:.3g} ms ({before[name] / measured - 1:+.0%}) | "
+                   f"{now * 1e3:.3g} ms | {now / measured - 1:+.0%} | {cal * 1e3:.3g} ms | "
+                   f"{cal / measured - 1:+.0%} |")
+    return out
+
+
 def sustained_rows() -> list[str]:
     rows = _read("sustained_roofline_h200_sxm.csv.gz")
     out = []
@@ -216,7 +255,13 @@ def sustained_rows() -> list[str]:
 def main() -> int:
     print(f"On the lent H200 ({DEVICE}): the library's default against the tables of "
           "benchmarks/gpu_kernels.py (graphs=True)\n")
-    print("Sustained 8192^3 GEMMs, 6 s each (nvidia-smi's SM clock and power; the power "
+    print("Steps (benchmarks/data/steps: bf16 autocast, real tensors; measured in runs 2 and "
+          "3; predicted then (the device run's commit), by today's default, and from run 3's "
+          "calibration; errors against run 3)\n\n| step | measured (run 2, run 3) | "
+          "default then | default now | error | calibrated now | error |\n"
+          "|---|---|---|---|---|---|---|")
+    print("\n".join(steps_rows()))
+    print("\nSustained 8192^3 GEMMs, 6 s each (nvidia-smi's SM clock and power; the power "
           "limit is 700 W)\n\n| dtype | rate | SM clock | power |\n|---|---|---|---|")
     print("\n".join(sustained_rows()))
     print("\nGEMM (torch.mm; TF32: tf32_matmul=True)\n\n| dtype | shapes | n | median | "
