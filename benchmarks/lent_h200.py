@@ -252,35 +252,34 @@ def sustained_rows() -> list[str]:
     return out
 
 
+#: (title, columns, rows) of each table main() prints, in order
+SECTIONS: list[tuple[str, tuple[str, ...], Callable[[], list[str]]]] = [
+    ("Steps (benchmarks/data/steps: bf16 autocast, real tensors; measured in runs 2 and 3; "
+     "predicted then (the device run's commit), by today's default, and from run 3's "
+     "calibration; errors against run 3)", ("step", "measured (run 2, run 3)", "default then",
+                                            "default now", "error", "calibrated now",
+                                            "error"), steps_rows),
+    ("Sustained 8192^3 GEMMs, 6 s each (nvidia-smi's SM clock and power; the power limit is "
+     "700 W)", ("dtype", "rate", "SM clock", "power"), sustained_rows),
+    ("GEMM (torch.mm; TF32: tf32_matmul=True)",
+     ("dtype", "shapes", "n", "median", "p90", "bias"), gemm_rows),
+    ("Leading dimensions off 16 bytes (seconds; TFLOP/s; the share of the 4096^3 GEMM's rate)",
+     ("dtype", "case", "m x n x k", "time", "TFLOP/s", "share"), alignment_rows),
+    ("Batched GEMM (torch.bmm)", ("dtype", "shapes", "median", "p90", "bias"), bmm_rows),
+    ("Convolutions (DeepBench's 94 layers; backward = input + weight gradients)",
+     ("table", "pass", "layers", "median", "p90", "bias"), conv_rows),
+    ("Row-wise kernels (all shapes; then those of >= 2^22 elements)",
+     ("dtype", "op", "model", "shapes", "median", "p90", "bias", "large: median", "p90",
+      "bias"), rowwise_rows),
+]
+
+
 def main() -> int:
     print(f"On the lent H200 ({DEVICE}): the library's default against the tables of "
-          "benchmarks/gpu_kernels.py (graphs=True)\n")
-    print("Steps (benchmarks/data/steps: bf16 autocast, real tensors; measured in runs 2 and "
-          "3; predicted then (the device run's commit), by today's default, and from run 3's "
-          "calibration; errors against run 3)\n\n| step | measured (run 2, run 3) | "
-          "default then | default now | error | calibrated now | error |\n"
-          "|---|---|---|---|---|---|---|")
-    print("\n".join(steps_rows()))
-    print("\nSustained 8192^3 GEMMs, 6 s each (nvidia-smi's SM clock and power; the power "
-          "limit is 700 W)\n\n| dtype | rate | SM clock | power |\n|---|---|---|---|")
-    print("\n".join(sustained_rows()))
-    print("\nGEMM (torch.mm; TF32: tf32_matmul=True)\n\n| dtype | shapes | n | median | "
-          "p90 | bias |\n|---|---|---|---|---|---|")
-    print("\n".join(gemm_rows()))
-    print("\nLeading dimensions off 16 bytes (seconds; TFLOP/s; the share of the 4096^3 "
-          "GEMM's rate)\n\n| dtype | case | m x n x k | time | TFLOP/s | share |\n"
-          "|---|---|---|---|---|---|")
-    print("\n".join(alignment_rows()))
-    print("\nBatched GEMM (torch.bmm)\n\n| dtype | shapes | median | p90 | bias |\n"
-          "|---|---|---|---|---|")
-    print("\n".join(bmm_rows()))
-    print("\nConvolutions (DeepBench's 94 layers; backward = input + weight gradients)\n\n"
-          "| table | pass | layers | median | p90 | bias |\n|---|---|---|---|---|---|")
-    print("\n".join(conv_rows()))
-    print("\nRow-wise kernels (all shapes; then those of >= 2^22 elements)\n\n| dtype | op | "
-          "model | shapes | median | p90 | bias | large: median | p90 | bias |\n"
-          "|---|---|---|---|---|---|---|---|---|---|")
-    print("\n".join(rowwise_rows()))
+          "benchmarks/gpu_kernels.py (graphs=True)")
+    for title, columns, rows in SECTIONS:
+        print(f"\n{title}\n\n| {' | '.join(columns)} |\n|{'---|' * len(columns)}")
+        print("\n".join(rows()))
     return 0
 
 
