@@ -156,13 +156,13 @@ class OpRecord:
         the activations it did not keep; their phase is ``backward``, where they run.
     fused : for a kernel of a compiled step (``trace(..., compile=True)``), the eager ATen
         ops fused into it, in order (empty for an op that ran as itself).
-    channels_last : an input is a 4-D or 5-D tensor in the channels-last memory format
-        (and not also contiguous): PyTorch's GPU kernels of some ops (batch norm) pick
-        another grid for it.
     collective : for a torch.distributed collective (category ``collective``), its
         :class:`Collective` payload; such a record has 0 FLOPs, 0 bytes and 0 kernels, so
         the single-device analysis gives it no time (``roofline.parallel`` costs it on the
         communication stream). None for every other op.
+    channels_last : an input is a 4-D or 5-D tensor in the channels-last memory format
+        (and not also contiguous): PyTorch's GPU kernels of some ops (batch norm) pick
+        another grid for it.
     """
 
     name: str
