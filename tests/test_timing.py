@@ -287,3 +287,20 @@ def test_flash_attention_runs_at_the_rate_it_was_measured_to_reach() -> None:
     # no measurement and no measured class member: the matrix figure, as before
     rtx = roofline.analyze(t, "RTX 4090", overhead=False)
     assert "attention bf16" not in rtx.figures
+
+
+def test_a_step_of_short_gpu_kernels_is_said_to_be_likely_host_bound() -> None:
+    from roofline.analysis.timing import HOST_BOUND_SECONDS_PER_KERNEL
+
+    def host_notes(a: roofline.Analysis) -> list[str]:
+        return [n for n in a.assumptions if "bound by the host instead" in n]
+
+    tiny = roofline.trace(nn.Linear(16, 16), torch.randn(4, 16), fake=True)
+    small = roofline.analyze(tiny, "h100")
+    assert small.device_seconds / sum(op.kernels for op in tiny.ops) \
+        < HOST_BOUND_SECONDS_PER_KERNEL
+    assert len(host_notes(small)) == 1
+    assert not host_notes(roofline.analyze(tiny, "h100", host_seconds=1e-3))  # stated
+    assert not host_notes(roofline.analyze(tiny, "EPYC 7763"))  # a CPU: its own host
+    big = roofline.trace(nn.Linear(8192, 8192), torch.randn(8192, 8192), fake=True)
+    assert not host_notes(roofline.analyze(big, "h100"))  # milliseconds per kernel

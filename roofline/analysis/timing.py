@@ -545,9 +545,32 @@ def analyze_step(trace: Trace, spec: DeviceSpec, opts: Options, *,
         warn(gap, RooflineWarning)
     rates.assumptions.extend(_trace_notes(trace, nbytes))
     rates.assumptions.extend(_figure_notes(spec, rates))
+    if spec.kind == "gpu" and not host:
+        rates.assumptions.extend(_host_note(device_seconds, int(kernels.sum())))
     floor = _input_floor(trace, opts, device_seconds + host, rates)
     return Analysis(trace, spec, opts, engines, rate, fill, bandwidth, roofs, host,
                     rates.assumptions, dict(rates.used), floor, slow)
+
+
+#: Predicted device time per kernel below which a GPU step is likely bound by the host:
+#: the three steps of the zoo that were host-bound on a lent H200 (the MLP's training and
+#: inference steps, llama-tiny's training step; benchmarks/data/steps) took 28-73 us per
+#: kernel there (runs 2 and 3), eager PyTorch's dispatch, autograd and Python, whatever
+#: their kernels took.
+HOST_BOUND_SECONDS_PER_KERNEL = 20e-6
+
+
+def _host_note(device_seconds: float, kernels: int) -> list[str]:
+    """Say that a step of short kernels is likely bound by the host, which a device-side
+    prediction leaves out (nothing when its kernels are long enough)."""
+    if not kernels or device_seconds / kernels >= HOST_BOUND_SECONDS_PER_KERNEL:
+        return []
+    return [f"the step's {kernels} kernels are predicted at {device_seconds / kernels * 1e6:.3g}"
+            " us each on average: such a step is usually bound by the host instead, eager "
+            "PyTorch's dispatch, autograd and Python (28-73 us per kernel in the zoo's "
+            "host-bound steps measured on an H200's host, 2026-12-04; benchmarks/data/steps), "
+            "which this device-side prediction leaves out: host_seconds= adds such time, "
+            "roofline.measure measures it"]
 
 
 def _input_floor(trace: Trace, opts: Options, seconds: float, rates: Rates) -> float:
