@@ -13,10 +13,10 @@ GPT-2's LM head, 8192 x 768 x 50257 in bf16, at 0.13-0.21 of its padded 50304 tw
 nanoGPT pads it. Moving m, a row count and never a leading dimension here, cost 3%.
 
 Only Hopper (``isa`` sm_90) was measured, where misaligned rows also lose the TMA and
-wgmma path. The 16-byte rule is NVIDIA's for every part with tensor cores, and padding
-GPT-2's vocabulary to 50304 was reported as a ~25% faster nanoGPT step, but the share
-other parts keep is not known: they are costed as aligned, and the assumptions say that
-such a GEMM will run slower than predicted there. fp32 on the CUDA cores moved by 10-20%
+wgmma path. The 16-byte rule is NVIDIA's for every part with tensor cores (and nanoGPT
+pads GPT-2's vocabulary to 50304 "for efficiency", ``model.py``'s ``GPTConfig``), but the
+share other parts keep is not known: they are costed as aligned, and the assumptions say
+that such a GEMM will run slower than predicted there. fp32 on the CUDA cores moved by 10-20%
 only, fp8 was not measured: both keep the aligned rate.
 """
 
