@@ -219,13 +219,12 @@ def _num_threads(n: int) -> int:
 @register_rounds(*BATCH_NORM_FORWARD, *BATCH_NORM_BACKWARD)
 def _batch_norm(op: OpRecord, threads: int, units: int) -> int | None:
     del threads  # batch norm's blocks are its own size, not the row-wise kernels'
-    shapes = op.input_shapes
+    shapes, forward = op.input_shapes, op.name in BATCH_NORM_FORWARD
     # the activation: the forward's first input, the backward's second (after grad_out)
-    at = 1 if op.name in BATCH_NORM_BACKWARD else 0
+    at = 0 if forward else 1
     x: tuple[int, ...] = tuple(shapes[at]) if len(shapes) > at else ()
     if op.dtype != "bfloat16" or op.channels_last or len(x) < 3 or not units:
         return None  # cuDNN's kernels, or the channels-last grid: not these
-    forward = op.name in BATCH_NORM_FORWARD
     stats = op.output_shapes[1] if len(op.output_shapes) > 1 else ()
     if forward and (not stats or 0 in stats):
         return None  # evaluation: the elementwise transform alone

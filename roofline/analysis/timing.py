@@ -545,8 +545,7 @@ def analyze_step(trace: Trace, spec: DeviceSpec, opts: Options, *,
         warn(gap, RooflineWarning)
     rates.assumptions.extend(_trace_notes(trace, nbytes))
     rates.assumptions.extend(_figure_notes(spec, rates))
-    if spec.kind == "gpu" and not host:
-        rates.assumptions.extend(_host_note(device_seconds, int(kernels.sum())))
+    rates.assumptions.extend(_host_note(spec, host, device_seconds, int(kernels.sum())))
     floor = _input_floor(trace, opts, device_seconds + host, rates)
     return Analysis(trace, spec, opts, engines, rate, fill, bandwidth, roofs, host,
                     rates.assumptions, dict(rates.used), floor, slow)
@@ -560,10 +559,12 @@ def analyze_step(trace: Trace, spec: DeviceSpec, opts: Options, *,
 HOST_BOUND_SECONDS_PER_KERNEL = 20e-6
 
 
-def _host_note(device_seconds: float, kernels: int) -> list[str]:
-    """Say that a step of short kernels is likely bound by the host, which a device-side
-    prediction leaves out (nothing when its kernels are long enough)."""
-    if not kernels or device_seconds / kernels >= HOST_BOUND_SECONDS_PER_KERNEL:
+def _host_note(spec: DeviceSpec, host: float, device_seconds: float, kernels: int,
+               ) -> list[str]:
+    """Say that a GPU step of short kernels, with no host time given, is likely bound by
+    the host, which a device-side prediction leaves out (nothing otherwise)."""
+    if spec.kind != "gpu" or host or not kernels \
+            or device_seconds / kernels >= HOST_BOUND_SECONDS_PER_KERNEL:
         return []
     return [f"the step's {kernels} kernels are predicted at {device_seconds / kernels * 1e6:.3g}"
             " us each on average: such a step is usually bound by the host instead, eager "
