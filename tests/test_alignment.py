@@ -68,11 +68,24 @@ def test_other_parts_and_the_cuda_cores_keep_the_aligned_rate_and_say_so() -> No
 
 
 def test_a_transposed_view_keeps_its_source_rows() -> None:
-    rows = alignment.row_lengths(_step(50257))
+    first = alignment.first_shapes(_step(50257))
     mm = [op for op in _step(50257).ops if op.name == "aten.mm.default"]
     weight_grad = mm[1] if mm[1].input_shapes[0][0] == 50257 else mm[2]
     assert weight_grad.input_shapes[0] == (50257, 512)  # dy.t(): the vocabulary as rows
-    assert rows[weight_grad.input_ids[0]] == 50257  # stored as dy: rows of 50257
+    # stored as dy: rows of 50257
+    assert alignment.row_length(weight_grad.input_shapes[0],
+                                first[weight_grad.input_ids[0]]) == 50257
+
+
+def test_a_flattened_input_is_read_as_contiguous_rows() -> None:
+    # ResNet's classifier: the pooled (N, 2048, 1, 1) map flattened to (N, 2048) has rows of
+    # 2048, not of its first shape's last dimension, 1
+    head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(2048, 1000))
+    head = head.to(torch.bfloat16)
+    x = torch.randn(256, 2048, 7, 7, dtype=torch.bfloat16, requires_grad=True)
+    t = roofline.trace(head, x, train=True, fake=True, loss_fn=lambda y: y.float().sum())
+    assert roofline.analyze(t, "h100").misaligned_share() == 0.0
+    assert alignment.row_length((256, 2048), (256, 2048, 1, 1)) == 2048
 
 
 def test_explain_says_where_the_time_goes() -> None:

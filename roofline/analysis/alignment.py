@@ -57,16 +57,26 @@ def note(spec: DeviceSpec) -> str:
     return NOTE if measured(spec) else OFF_HOPPER
 
 
-def row_lengths(trace: Trace) -> dict[int, int]:
-    """Each storage's row length in elements: the last dimension where it first appears
-    (an op's inputs before its outputs, so a transposed view keeps its source's rows)."""
-    rows: dict[int, int] = {}
+def first_shapes(trace: Trace) -> dict[int, tuple[int, ...]]:
+    """Each storage's shape where it first appears (an op's inputs before its outputs): the
+    layout it was written in, before any view of it."""
+    first: dict[int, tuple[int, ...]] = {}
     for op in trace.ops:
         for shapes, ids in ((op.input_shapes, op.input_ids), (op.output_shapes, op.output_ids)):
             for shape, sid in zip(shapes, ids, strict=False):
                 if shape and sid >= 0:
-                    rows.setdefault(sid, int(shape[-1]))
-    return rows
+                    first.setdefault(sid, tuple(shape))
+    return first
+
+
+def row_length(shape: tuple[int, ...], first: tuple[int, ...] | None) -> int:
+    """The stored row length, in elements, of a 2-D or batched GEMM operand of ``shape`` on a
+    storage first seen as ``first``: a transposed view (its rows the source's last dimension,
+    its columns not) keeps the source's rows; anything else (the tensor itself, a reshape
+    such as a flatten) is read as contiguous, its own last dimension."""
+    if first and len(shape) >= 2 and shape[-2] == first[-1] != shape[-1]:
+        return int(first[-1])
+    return int(shape[-1])
 
 
 def _multiple(nbytes: int) -> int:
@@ -74,13 +84,15 @@ def _multiple(nbytes: int) -> int:
     return min(nbytes & -nbytes, ALIGNED_BYTES) if nbytes else ALIGNED_BYTES
 
 
-def share(op: OpRecord, engine: Engine, rows: dict[int, int]) -> float:
+def share(op: OpRecord, engine: Engine, first: dict[int, tuple[int, ...]]) -> float:
     """The share of the aligned rate the GEMM ``op`` reaches: 1 unless a row of its two
     operands or its output is off a multiple of 16 bytes."""
     size = ELEMENT_BYTES.get(engine.dtype)
     if size is None or engine.kind != "matrix" or not op.name.startswith(MATMULS) \
             or len(op.input_ids) < 2 or not op.output_shapes or not op.output_shapes[0]:
         return 1.0
-    lengths = [rows.get(sid) for sid in op.input_ids[-2:]] + [int(op.output_shapes[0][-1])]
+    operands = zip(op.input_shapes[-2:], op.input_ids[-2:], strict=False)
+    lengths = [row_length(shape, first.get(sid)) for shape, sid in operands] + \
+        [int(op.output_shapes[0][-1])]
     worst = min(_multiple(n * size) for n in lengths if n)
     return MISALIGNED_SHARE.get(worst, 1.0)

@@ -382,7 +382,7 @@ def _engines(trace: Trace, spec: DeviceSpec, rates: Rates,
     # a convolution backward's time over its forward's (gradient_slowdown), a GEMM's over
     # its aligned twin's (rows off 16 bytes, on Hopper)
     slow = np.ones(n)
-    rows = alignment.row_lengths(trace) if alignment.applies(spec) else {}
+    first = alignment.first_shapes(trace) if alignment.applies(spec) else {}
     for i, op in enumerate(trace.ops):
         if op.flops <= 0:  # nothing to compute: no engine, no rate to look up
             continue
@@ -393,7 +393,7 @@ def _engines(trace: Trace, spec: DeviceSpec, rates: Rates,
         engine = found[0]
         if not matrix:
             continue
-        slow[i] = _misaligned(op, engine, spec, rows, rates)
+        slow[i] = _misaligned(op, engine, spec, first, rates)
         # a GEMM, on the matrix engine or fallen back to the vector one
         if _on_curve(spec, op, engine) and (shape := gemm.gemm(op)) is not None:
             on_curve.setdefault(engine.dtype, []).append(i)
@@ -416,11 +416,11 @@ def _engines(trace: Trace, spec: DeviceSpec, rates: Rates,
     return engines, rate / slow, fill, fitted, slow
 
 
-def _misaligned(op: OpRecord, engine: Engine, spec: DeviceSpec, rows: dict[int, int],
-                rates: Rates) -> float:
+def _misaligned(op: OpRecord, engine: Engine, spec: DeviceSpec,
+                first: dict[int, tuple[int, ...]], rates: Rates) -> float:
     """A GEMM's time over its aligned twin's for stored rows off 16 bytes: measured on
     Hopper, 1 elsewhere (the assumptions say so either way)."""
-    if not rows or (share := alignment.share(op, engine, rows)) >= 1:
+    if not first or (share := alignment.share(op, engine, first)) >= 1:
         return 1.0
     rates.note(alignment.note(spec))
     return 1 / share if alignment.measured(spec) else 1.0

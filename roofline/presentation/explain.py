@@ -99,7 +99,7 @@ def explain(c: Comparison | Reasons | ParallelAnalysis, assumptions: bool = True
 def _misaligned(r: Reasons) -> str:
     return "".join(f" On {name}, GEMMs with rows off a multiple of 16 bytes take {share:.0%} of "
                    "the step, at a fifth to a third of the aligned rate."
-                   for name, share in r.misaligned.items())
+                   for name, share in r.misaligned.items() if share >= MIN_SHARE)
 
 
 def reached(flops_ratio: float, achievable_ratio: float, form: str) -> str:
