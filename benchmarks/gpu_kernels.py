@@ -11,6 +11,9 @@ What the public tables lack, measured in one short run on the device at hand:
 * row-wise kernels (layer norm and its backward, RMS norm, softmax and its backward,
   log-softmax, GELU, add, cross-entropy) in bf16 and fp32, rows x columns;
 * AdamW steps (``foreach`` and ``fused``) over lists of parameters;
+* ``F.scaled_dot_product_attention`` in bf16, forward and forward with backward, under
+  PyTorch's own choice of backend and each of the flash, cuDNN and memory-efficient
+  backends forced, head dims 64 and 128, sequences of 128 to 8192, causal or not;
 * GEMMs with one dimension off a multiple of 8 elements, and GPT-2's LM head with its
   vocabulary of 50257 and padded to 50304 (bf16 and TF32);
 * a sustained fp32 and bf16 GEMM for a few seconds each, with the SM clock and power that
@@ -28,9 +31,11 @@ Usage: ``python benchmarks/gpu_kernels.py [--device cuda] [--quick] [--out DIR]`
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import gzip
 import io
+import itertools
 import math
 import os
 import subprocess
@@ -189,6 +194,62 @@ def bmm_table(dtype: str, device: str, timer: Timer, quick: bool) -> list[dict[s
                  torch.randn(b, k, n, device=device, dtype=t))
                 for _ in range(_copies(size, device))]
         rows.append({"batch": b, "m": m, "n": n, "k": k, "seconds": timer(torch.bmm, sets)})
+    return rows
+
+
+SDPA_BACKENDS = ("default", "flash", "cudnn", "efficient")
+
+
+def _sdpa_fn(backend: str, backward: bool, causal: bool) -> Callable[..., object]:
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    chosen = {"flash": [SDPBackend.FLASH_ATTENTION], "cudnn": [SDPBackend.CUDNN_ATTENTION],
+              "efficient": [SDPBackend.EFFICIENT_ATTENTION]}.get(backend)
+
+    def run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor) -> object:
+        with contextlib.nullcontext() if chosen is None else sdpa_kernel(chosen):
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            if backward:
+                return torch.autograd.grad(out, (q, k, v), g)
+            return out
+    return run
+
+
+def _kernel_names(fn: Callable[..., object], args: tuple[Any, ...]) -> str:
+    """The GPU kernels one call of ``fn`` runs (which backend PyTorch chose)."""
+    if not args[0].is_cuda:
+        return ""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn(*args)
+        torch.cuda.synchronize()
+    names = {e.key for e in prof.key_averages()}
+    return "; ".join(sorted(n[:60] for n in names))[:400]
+
+
+def sdpa_table(device: str, timer: Timer, quick: bool) -> list[dict[str, Any]]:
+    """bf16 attention: (batch x heads) query heads of ``seq`` tokens against as many keys,
+    about 2^19 rows of queries in all (2^10 in the dry run)."""
+    rows = []
+    seqs = (16, 32) if quick else (128, 256, 512, 1024, 2048, 4096, 8192)
+    for d, s, causal in itertools.product((64, 128), seqs, (False, True)):
+        heads = 16 if d == 64 else 8
+        batch = max(1, (2**10 if quick else 2**19) // (s * heads))
+        t = torch.bfloat16 if device.startswith("cuda") else torch.float32
+        size = 4 * batch * heads * s * d * t.itemsize
+        sets = [tuple(torch.randn(batch, heads, s, d, device=device, dtype=t,
+                                  requires_grad=i < 3) for i in range(4))
+                for _ in range(_copies(size, device))]
+        for backend, backward in itertools.product(SDPA_BACKENDS, (False, True)):
+            fn = _sdpa_fn(backend, backward, causal)
+            try:
+                seconds = timer(fn, sets)
+            except RuntimeError as exc:  # a backend that does not take these shapes
+                seconds, note = float("nan"), str(exc).splitlines()[0][:80]
+            else:
+                note = _kernel_names(fn, sets[0]) if backend == "default" else ""
+            rows.append({"backend": backend, "backward": int(backward), "causal": int(causal),
+                         "batch": batch, "heads": heads, "seq": s, "head_dim": d,
+                         "seconds": seconds, "note": note})
     return rows
 
 
@@ -409,6 +470,7 @@ def main() -> None:
         *[(f"rowwise_{d}", lambda d=d: rowwise_table(d, args.device, timer, args.quick))
           for d in ("bf16", "fp32")],
         ("adamw_fp32", lambda: adamw_table(args.device, timer, args.quick)),
+        ("sdpa_bf16", lambda: sdpa_table(args.device, timer, args.quick)),
         *[(f"conv_{d}", lambda d=d: conv_table(d, args.device, timer, args.quick))
           for d in ("fp32", "fp32_strict", "fp16")],
     ]

@@ -24,6 +24,7 @@ import csv
 import dataclasses
 import functools
 import gzip
+import itertools
 import json
 import sys
 from collections.abc import Callable
@@ -254,6 +255,43 @@ def sustained_rows() -> list[str]:
     return out
 
 
+@functools.cache
+def _sdpa_ops(batch: int, heads: int, seq: int, head_dim: int, causal: bool,
+              backward: bool) -> tuple[OpRecord, ...]:
+    """The attention kernels of one SDPA call (and its backward), traced on fake bf16."""
+    q = torch.empty(batch, heads, seq, head_dim, dtype=torch.bfloat16, device="meta",
+                    requires_grad=backward)
+
+    def step(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        if backward:
+            out.sum().backward()
+    ops = roofline.trace(step, q, q, q, fake=True).ops
+    return tuple(op for op in ops if op.category == "attention")
+
+
+def sdpa_rows() -> list[str]:
+    """PyTorch's SDPA (its own choice, cuDNN's kernels there, and the flash backend forced)
+    against the default prediction; the rates the long sequences ran at and were given."""
+    rows = _read("sdpa_roofline_h200_sxm_bf16.csv.gz")
+    out = []
+    for backend, d, causal, backward in itertools.product(("default", "flash"), (64, 128),
+                                                          (0, 1), (0, 1)):
+        sel = [r for r in rows if (r["backend"], int(r["head_dim"]), int(r["causal"]),
+                                   int(r["backward"])) == (backend, d, causal, backward)]
+        shapes = [(int(r["batch"]), int(r["heads"]), int(r["seq"])) for r in sel]
+        measured = np.array([float(r["seconds"]) for r in sel])
+        long = np.array([s >= 2048 for _, _, s in shapes])
+        ops = [_sdpa_ops(b, h, s, d, bool(causal), bool(backward)) for b, h, s in shapes]
+        predicted = np.array([_analyze(list(o)).sum() for o in ops])
+        flops = np.array([sum(op.flops for op in o) for o in ops])
+        rates = [f"{np.median(flops[long] / t[long]) / 1e12:.0f}" for t in (measured, predicted)]
+        out.append(f"| {backend} | {d} | {'causal' if causal else 'full'} | "
+                   f"{'fwd+bwd' if backward else 'fwd'} | {len(sel)} | "
+                   f"{_errors(predicted, measured)} | {_errors(predicted[long], measured[long])}"
+                   f" | {' | '.join(rates)} |")
+    return out
+
 #: (title, columns, rows) of each table main() prints, in order
 SECTIONS: list[tuple[str, tuple[str, ...], Callable[[], list[str]]]] = [
     ("Steps (benchmarks/data/steps: bf16 autocast, real tensors; measured in runs 2 and 3; "
@@ -270,6 +308,13 @@ SECTIONS: list[tuple[str, tuple[str, ...], Callable[[], list[str]]]] = [
     ("Batched GEMM (torch.bmm)", ("dtype", "shapes", "median", "p90", "bias"), bmm_rows),
     ("Convolutions (DeepBench's 94 layers; backward = input + weight gradients)",
      ("table", "pass", "layers", "median", "p90", "bias"), conv_rows),
+    ("PyTorch's scaled_dot_product_attention in bf16 (torch 2.11: its default ran cuDNN's "
+     "kernels, within 2% of the cuDNN backend forced; flash: the FlashAttention-2 backend "
+     "forced), 2^19 query rows of 128-8192 tokens; all sequences, then those of 2048 tokens "
+     "or more, and the median TFLOP/s these ran at and were predicted at (the H200's "
+     "attention figure is TensorRT-LLM's, at head dimension 128)",
+     ("backend", "head dim", "mask", "pass", "shapes", "median", "p90", "bias",
+      "long: median", "p90", "bias", "long: TFLOP/s", "predicted"), sdpa_rows),
     ("Row-wise kernels (all shapes; then those of >= 2^22 elements)",
      ("dtype", "op", "model", "shapes", "median", "p90", "bias", "large: median", "p90",
       "bias"), rowwise_rows),
