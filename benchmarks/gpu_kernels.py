@@ -222,7 +222,9 @@ def _kernel_names(fn: Callable[..., object], args: tuple[Any, ...]) -> str:
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         fn(*args)
         torch.cuda.synchronize()
-    names = {e.key for e in prof.key_averages()}
+    # kernels only: the events with time on the device (the runtime's API calls have none)
+    names = {e.key for e in prof.key_averages()
+             if getattr(e, "self_device_time_total", getattr(e, "self_cuda_time_total", 0)) > 0}
     return "; ".join(sorted(n[:60] for n in names))[:400]
 
 

@@ -309,7 +309,7 @@ SECTIONS: list[tuple[str, tuple[str, ...], Callable[[], list[str]]]] = [
     ("Convolutions (DeepBench's 94 layers; backward = input + weight gradients)",
      ("table", "pass", "layers", "median", "p90", "bias"), conv_rows),
     ("PyTorch's scaled_dot_product_attention in bf16 (torch 2.11: its default ran cuDNN's "
-     "kernels, within 2% of the cuDNN backend forced; flash: the FlashAttention-2 backend "
+     "kernels: its times matched the cuDNN backend forced; flash: the FlashAttention-2 backend "
      "forced), 2^19 query rows of 128-8192 tokens; all sequences, then those of 2048 tokens "
      "or more, and the median TFLOP/s these ran at and were predicted at (the H200's "
      "attention figure is TensorRT-LLM's, at head dimension 128)",
