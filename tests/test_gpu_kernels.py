@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import importlib.util
 import math
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-
-import gpu_kernels
+# loaded from its file: putting benchmarks/ on sys.path would shadow installed packages
+# (its kernels.py is also the name of Hugging Face's kernels package, which transformers tries)
+_SPEC = importlib.util.spec_from_file_location(
+    "gpu_kernels", Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_kernels.py")
+assert _SPEC is not None and _SPEC.loader is not None
+gpu_kernels = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(gpu_kernels)
 
 
 def test_the_sdpa_table_times_each_backend_or_says_why_it_could_not() -> None:
