@@ -91,3 +91,19 @@ def test_a_flattened_input_is_read_as_contiguous_rows() -> None:
 def test_explain_says_where_the_time_goes() -> None:
     text = roofline.explain(roofline.compare(_step(50257), "a100", "h100"), assumptions=False)
     assert "On H100 SXM, GEMMs with rows off a multiple of 16 bytes take" in text
+
+
+def test_a_gemm_bound_by_its_bytes_slows_by_the_same_share() -> None:
+    # one token through a 4096 x 4097 bf16 weight: bound by the 33 MB of weights it streams,
+    # whose rows of 4097 elements (8194 bytes) are a multiple of 2 only
+    def one_token(out_features: int) -> roofline.Trace:
+        layer = nn.Linear(4096, out_features, bias=False, dtype=torch.bfloat16)
+        return roofline.trace(layer, torch.randn(1, 4096, dtype=torch.bfloat16), fake=True)
+
+    odd, even = roofline.analyze(one_token(4097), "h100"), roofline.analyze(one_token(4096), "h100")
+    assert odd.memory_seconds.sum() > odd.compute_seconds.sum()  # bytes, not math, bound it
+    ratio = odd.memory_seconds.sum() / (even.memory_seconds.sum() * 4097 / 4096)
+    assert abs(ratio - 1 / alignment.MISALIGNED_SHARE[2]) < 0.02 * ratio
+    on_a100 = roofline.analyze(one_token(4097), "a100")  # not measured off Hopper: aligned
+    aligned_a100 = roofline.analyze(one_token(4096), "a100")
+    assert on_a100.memory_seconds.sum() < aligned_a100.memory_seconds.sum() * 4097 / 4096 * 1.01

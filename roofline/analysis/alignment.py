@@ -12,6 +12,14 @@ of 8 or 4 bytes (bf16 and TF32 alike), and at 0.12-0.18 when only of 2 (an odd b
 GPT-2's LM head, 8192 x 768 x 50257 in bf16, at 0.13-0.21 of its padded 50304 twin, as
 nanoGPT pads it. Moving m, a row count and never a leading dimension here, cost 3%.
 
+The share slows the kernel as a whole, its operands' streaming as well as its math: it is
+the 16-byte loads that rows off 16 bytes lose, so a GEMM bound by its bytes slows too (the
+measured share is of a compute-bound one; that it carries to the bytes is the assumption).
+Held out on the small GEMMs of the same run's per-shape tables (under 10 GFLOP, rows off 16
+bytes, mostly bound by their bytes and their floor): slowing the math alone left them
+predicted twice as fast (bf16 109% median error, fp16 96%, TF32 99% on 99, 99 and 92
+shapes); slowing the bytes too, 55%, 31% and 51%.
+
 Only Hopper (``isa`` sm_90) was measured, where misaligned rows also lose the TMA and
 wgmma path. The 16-byte rule is NVIDIA's for every part with tensor cores (and nanoGPT
 pads GPT-2's vocabulary to 50304 "for efficiency", ``model.py``'s ``GPTConfig``), but the
@@ -35,8 +43,9 @@ ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "tf32": 4}
 MEASURED_ISAS = ("sm_90",)
 MATMULS = ("aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm")
 NOTE = ("tensor-core GEMMs with a stored row length (leading dimension) off a multiple of 16 "
-        "bytes run at 0.35 of the rate (rows a multiple of 8 or 4 bytes) or 0.17 (of 2), as "
-        "measured on an H200 (sm_90, cuBLAS under torch 2.11)")
+        "bytes run at 0.35 of the aligned speed (rows a multiple of 8 or 4 bytes) or 0.17 "
+        "(of 2), their math and their bytes alike, as measured on an H200 (sm_90, cuBLAS "
+        "under torch 2.11)")
 OFF_HOPPER = ("tensor-core GEMMs with a stored row length (leading dimension) off a multiple "
               "of 16 bytes are costed as aligned ones, though they run slower (NVIDIA's "
               "16-byte rule): the share they keep was measured on Hopper (sm_90) only, "

@@ -520,6 +520,11 @@ def analyze_step(trace: Trace, spec: DeviceSpec, opts: Options, *,
     for i, fit in fitted.items():  # the weight-streaming rate and floor of the GEMM fit
         bandwidth[i] = spec.bandwidth_bytes_per_s * fit.bandwidth_share \
             * rates.efficiency["memory"]
+    # a GEMM with rows off 16 bytes loses the 16-byte loads its operands stream with, not
+    # only its math: its bytes slow by the same share (roofline.analysis.alignment)
+    misaligned = (slow > 1) & np.array([op.category == Category.MATMUL for op in trace.ops],
+                                       dtype=bool)
+    bandwidth[misaligned] /= slow[misaligned]
     memory = moved / bandwidth
     latency = np.zeros(n)
     if opts.bytes_in_flight and spec.kind == "gpu":
