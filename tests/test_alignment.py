@@ -94,8 +94,8 @@ def test_explain_says_where_the_time_goes() -> None:
 
 
 def test_a_gemm_bound_by_its_bytes_slows_by_the_same_share() -> None:
-    # one token through a 4096 x 4097 bf16 weight: bound by the 33 MB of weights it streams,
-    # whose rows of 4097 elements (8194 bytes) are a multiple of 2 only
+    # one token through a 4097 x 4096 bf16 weight: bound by the 33 MB of weights it streams;
+    # its output's rows of 4097 elements (8194 bytes) are a multiple of 2 bytes only
     def one_token(out_features: int) -> roofline.Trace:
         layer = nn.Linear(4096, out_features, bias=False, dtype=torch.bfloat16)
         return roofline.trace(layer, torch.randn(1, 4096, dtype=torch.bfloat16), fake=True)
