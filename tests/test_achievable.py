@@ -12,8 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
+import torch.nn.functional as F
 import yaml
 
+import roofline
+from roofline.analysis.rates import ATTENTION_NOTE
 from roofline.hardware import DeviceSpec, DeviceSpecError, get_device, load_device
 from roofline.hardware.achievable import (
     class_defaults,
@@ -547,3 +551,42 @@ def test_geforce_above_its_rated_boost_is_accepted() -> None:
     spec = validate_device(data, origin="test")
     fp16 = figures(spec).matrix("fp16")
     assert fp16 is not None and fp16.share == pytest.approx(77.83 / 68.2)
+
+
+def _sdpa_over_figure(backend: str, head_dim: int, causal: int, backward: int) -> float:
+    """The median rate PyTorch's SDPA reached on the lent H200 over its sequences of 2048
+    tokens or more, over the H200's attention figure; FLOPs by hand: 4 x batch x heads x
+    query-key pairs x head dim forward, 2.5 times that more with the backward."""
+    path = Path(__file__).parents[1] / "benchmarks" / "data" / "kernels" / \
+        "sdpa_roofline_h200_sxm_bf16.csv.gz"
+    with gzip.open(path, "rt") as f:
+        header, *rows = [line.strip().split(",") for line in f]
+    col = {name: header.index(name) for name in header}
+    rates = []
+    for r in rows:
+        if (r[col["backend"]], int(r[col["head_dim"]]), int(r[col["causal"]]),
+                int(r[col["backward"]])) != (backend, head_dim, causal, backward):
+            continue
+        s = int(r[col["seq"]])
+        if s < 2048:
+            continue
+        pairs = s * (s + 1) / 2 if causal else s * s
+        flops = 4 * int(r[col["batch"]]) * int(r[col["heads"]]) * pairs * head_dim
+        rates.append(flops * (3.5 if backward else 1) / float(r[col["seconds"]]))
+    figure = figures(get_device("H200 SXM")).attention("bf16")
+    assert figure is not None and figure.value is not None
+    return statistics.median(rates) / figure.value
+
+
+def test_an_attention_figure_says_what_it_measured_and_how_far_pytorch_ran_from_it() -> None:
+    cudnn_128 = [_sdpa_over_figure("default", 128, c, 0) for c in (0, 1)]
+    cudnn_64 = [_sdpa_over_figure("default", 64, c, 0) for c in (0, 1)]
+    flash = [_sdpa_over_figure("flash", d, c, b) for d in (64, 128) for c in (0, 1)
+             for b in (0, 1)]
+    for span in (cudnn_128, cudnn_64, flash):
+        assert f"{min(span):.2f}-{max(span):.2f}x" in ATTENTION_NOTE
+    q = torch.empty(2, 12, 256, 64, dtype=torch.bfloat16, device="meta")
+    trace = roofline.trace(lambda q, k, v: F.scaled_dot_product_attention(q, k, v), q, q, q,
+                           fake=True)
+    assert ATTENTION_NOTE in roofline.analyze(trace, "h100").assumptions
+    assert ATTENTION_NOTE not in roofline.analyze(trace, "rtx 4090").assumptions  # no figure

@@ -62,6 +62,14 @@ def _two_datapaths(spec: DeviceSpec) -> str:
 
 # Integer and boolean ops (indices, masks) are costed at the fp32 vector rate without a note.
 _NOTED_FALLBACKS = frozenset({"fp16", "bf16", "fp8", "fp64"})
+#: What an attention figure is a measurement of, and how far other kernels were from it.
+ATTENTION_NOTE = (
+    "fused attention costed at the rate measured for serving engines' prefill kernels at head "
+    "dimension 128 (AIConfigurator: TensorRT-LLM's; vLLM's FlashAttention-2 on the A100), or "
+    "its class's share of that; PyTorch's own kernels and other head dimensions run tens of "
+    "percent apart from it (on an H200 under torch 2.11: its default, cuDNN's, 1.34-1.45x as "
+    "fast forward at head dimension 128 and 1.00-1.06x at 64; its FlashAttention-2 backend "
+    "0.56-0.79x; docs/validation.md, 'On a GPU')")
 
 
 def dtype_key(dtype: str) -> str:
@@ -211,6 +219,7 @@ class Rates:
         if peak is None or fig is None:
             return None
         share = self._use(f"attention {dtype}", fig)
+        self.note(ATTENTION_NOTE)
         return Engine("matrix", dtype), peak * share * self.efficiency["matrix"]
 
     def _vector(self, dtype: str) -> tuple[Engine, float] | None:
