@@ -9,7 +9,8 @@ What the public tables lack, measured in one short run on the device at hand:
   gradient and weight gradient, in fp32 as PyTorch runs it (cuDNN TF32 on), fp32 strict and
   fp16 channels-last, with ``cudnn.benchmark`` on as NVIDIA's training scripts set it;
 * row-wise kernels (layer norm and its backward, RMS norm, softmax and its backward,
-  log-softmax, GELU, add, cross-entropy) in bf16 and fp32, rows x columns;
+  log-softmax, GELU, add, cross-entropy) in bf16 and fp32, rows x columns, with the kernels
+  each ran;
 * AdamW steps (``foreach`` and ``fused``) over lists of parameters;
 * ``F.scaled_dot_product_attention`` in bf16, forward and forward with backward, under
   PyTorch's own choice of backend and each of the flash, cuDNN and memory-efficient
@@ -362,7 +363,7 @@ def rowwise_table(dtype: str, device: str, timer: Timer, quick: bool) -> list[di
             fn, make = _rowwise_fn(op, rows, cols, t, device)
             sets = [make() for _ in range(_copies(rows * cols * t.itemsize * 2, device))]
             out.append({"op": op, "rows": rows, "cols": cols, "dtype": dtype,
-                        "seconds": timer(fn, sets)})
+                        "seconds": timer(fn, sets), "kernels": _kernel_names(fn, sets[0])})
     return out
 
 
