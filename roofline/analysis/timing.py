@@ -236,8 +236,8 @@ class Analysis:
         (:mod:`roofline.analysis.alignment`; 0 where none is)."""
         if self.slowdown is None or not self.seconds:
             return 0.0
-        gemms = np.array([op.category == Category.MATMUL for op in self.trace.ops], dtype=bool)
-        return float(self.op_seconds[(self.slowdown > 1) & gemms].sum() / self.seconds)
+        return float(self.op_seconds[_misaligned_gemms(self.trace, self.slowdown)].sum()
+                     / self.seconds)
 
     def _top_engine(self) -> Engine | None:
         by_engine: dict[Engine, int] = {}
@@ -416,6 +416,13 @@ def _engines(trace: Trace, spec: DeviceSpec, rates: Rates,
     return engines, rate / slow, fill, fitted, slow
 
 
+def _misaligned_gemms(trace: Trace, slowdown: np.ndarray) -> np.ndarray:
+    """Which ops are GEMMs slowed for rows off 16 bytes: a slowdown above 1 on a matmul (a
+    convolution's is its gradients')."""
+    matmuls = np.array([op.category == Category.MATMUL for op in trace.ops], dtype=bool)
+    return (slowdown > 1) & matmuls
+
+
 def _misaligned(op: OpRecord, engine: Engine, spec: DeviceSpec,
                 first: dict[int, tuple[int, ...]], rates: Rates) -> float:
     """A GEMM's time over its aligned twin's for stored rows off 16 bytes: measured on
@@ -522,8 +529,7 @@ def analyze_step(trace: Trace, spec: DeviceSpec, opts: Options, *,
             * rates.efficiency["memory"]
     # a GEMM with rows off 16 bytes loses the 16-byte loads its operands stream with, not
     # only its math: its bytes slow by the same share (roofline.analysis.alignment)
-    misaligned = (slow > 1) & np.array([op.category == Category.MATMUL for op in trace.ops],
-                                       dtype=bool)
+    misaligned = _misaligned_gemms(trace, slow)
     bandwidth[misaligned] /= slow[misaligned]
     memory = moved / bandwidth
     latency = np.zeros(n)
