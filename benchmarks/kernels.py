@@ -29,11 +29,12 @@ boards are not stated (SXM assumed).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gzip
 import statistics
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -41,7 +42,13 @@ import torch
 from torch import nn
 
 import roofline
-from roofline.analysis.gemm import DGRAD_STRIDED, WGRAD_ONE_TILE, WGRAD_TILE_EXPONENT, wgrad_tiles
+from roofline.analysis.gemm import (
+    CONV_SLOWDOWN,
+    DGRAD_STRIDED,
+    WGRAD_ONE_TILE,
+    WGRAD_TILE_EXPONENT,
+    wgrad_tiles,
+)
 from roofline.hardware.achievable import (
     GEMM_DEFAULT_DTYPES,
     POWER_EXPONENT,
@@ -540,6 +547,93 @@ def wgrad_rows() -> tuple[list[list[str]], dict[str, float]]:
                   "strided_held": float(np.median(held)), "strided_worst": max(held)}
 
 
+#: The lent H200's convolution tables on the tensor cores (``gpu_kernels.py``, timed in CUDA
+#: graphs): (file, dtype as traced, label of the engine's dtype)
+H200_CONV_TABLES = (("conv_roofline_h200_sxm_fp16.csv.gz", "fp16", "fp16"),
+                    ("conv_roofline_h200_sxm_fp32.csv.gz", "fp32", "tf32"))
+
+
+@contextlib.contextmanager
+def _conv_slowdown(dtype: str, factor: float) -> Iterator[None]:
+    """The library's convolution factor of ``dtype`` (and bf16's with fp16's) set to
+    ``factor`` inside the block."""
+    keys = ("fp16", "bf16") if dtype == "fp16" else (dtype,)
+    saved = {k: CONV_SLOWDOWN[k] for k in keys}
+    CONV_SLOWDOWN.update(dict.fromkeys(keys, factor))
+    try:
+        yield
+    finally:
+        CONV_SLOWDOWN.update(saved)
+
+
+def _tensor_core_convs() -> list[tuple[str, str, list[tuple[tuple[OpRecord, ...], ...]],
+                                       np.ndarray, np.ndarray, dict[str, object]]]:
+    """(device, engine dtype, each layer's (forward, backward) ops, forward seconds, backward
+    seconds, analysis options) of each convolution table on the tensor cores, its layers of
+    >= CONV_MIN_CHANNELS input channels (first layers are a different kernel)."""
+    out: list[tuple[str, str, list[tuple[tuple[OpRecord, ...], ...]], np.ndarray, np.ndarray,
+                    dict[str, object]]] = []
+    for device, dtype, col in _conv_tables():
+        if dtype != "fp16":
+            continue
+        keep = (col["c"] >= CONV_MIN_CHANNELS) & ~np.isnan(col["dgrad_seconds"])
+        shapes = [tuple(int(col[c][i]) for c in CONV_SHAPE) for i in np.flatnonzero(keep)]
+        out.append((device, "fp16", [_conv_ops(sh, "fp16", True) for sh in shapes],
+                    col["forward_seconds"][keep],
+                    col["dgrad_seconds"][keep] + col["wgrad_seconds"][keep], {}))
+    for name, dtype, engine in H200_CONV_TABLES:
+        header, data = _rows(name)
+        col = {h: data[:, i].astype(float) for i, h in enumerate(header)}
+        keep = col["c"] >= CONV_MIN_CHANNELS
+        shapes = [tuple(int(col[c][i]) for c in CONV_SHAPE) for i in np.flatnonzero(keep)]
+        out.append(("H200 SXM", engine, [_conv_ops(sh, dtype, True) for sh in shapes],
+                    col["forward_seconds"][keep],
+                    col["dgrad_seconds"][keep] + col["wgrad_seconds"][keep], {"graphs": True}))
+    return out
+
+
+def _conv_factor(device: str, dtype: str, layers: list[tuple[tuple[OpRecord, ...], ...]],
+                 measured: np.ndarray, options: dict[str, object]) -> float:
+    """The convolution factor at which the median of measured over predicted forward time of
+    these layers is 1 (bisection: the prediction grows with the factor)."""
+    low, high = 0.5, 8.0
+    for _ in range(30):
+        mid = (low * high) ** 0.5
+        with _conv_slowdown(dtype, mid):
+            predicted = _pass_seconds([f for f, _ in layers], device, **options)
+        low, high = (mid, high) if np.median(measured / predicted) > 1 else (low, mid)
+    return (low * high) ** 0.5
+
+
+def conv_factor_rows() -> tuple[list[list[str]], list[float]]:
+    """Per tensor-core convolution table: the factor that fits it, the median of the other
+    tables' of its dtype (held out; none for a dtype measured once), and the forward's and
+    backward's median error and bias without the factor, at the library's and held out;
+    also the held-out factors' errors against each table's own."""
+    tables = _tensor_core_convs()
+    own = [_conv_factor(d, e, layers, fwd, opts) for d, e, layers, fwd, _, opts in tables]
+    rows, held_errors = [], []
+    for i, (device, dtype, layers, fwd, bwd, opts) in enumerate(tables):
+        others = [f for j, f in enumerate(own) if j != i and tables[j][1] == dtype]
+        held = float(np.median(others)) if others else None
+        cells = [device, dtype, str(len(layers)), f"{own[i]:.2f}",
+                 "-" if held is None else f"{held:.2f}",
+                 "-" if held is None else f"{held / own[i] - 1:+.0%}"]
+        if held is not None:
+            held_errors.append(abs(held / own[i] - 1))
+        for pass_, measured in ((0, fwd), (1, bwd)):
+            for factor in (1.0, CONV_SLOWDOWN[dtype], held):
+                if factor is None:
+                    cells += ["-", "-"]
+                    continue
+                with _conv_slowdown(dtype, factor):
+                    predicted = _pass_seconds([ops[pass_] for ops in layers], device, **opts)
+                err = _errors(predicted, measured)
+                cells += [f"{err[0]:.1%}", f"{err[2]:+.2f}"]
+        rows.append(cells)
+    return rows, held_errors
+
+
 def conv_rows() -> list[list[str]]:
     """Per table and pass: the library's convolution time against DeepBench's (datasheet:
     the classic roofline, both gradients at the forward's rate)."""
@@ -737,9 +831,24 @@ def main() -> int:
           "DeepBench ran them; datasheet: the classic roofline; without slowdown: both "
           "gradients at the forward's rate, kernel_passes=False; default: the weight "
           "gradient at the fitted line's multiple of the forward's time and a strided "
-          "input gradient at DGRAD_STRIDED's, in-sample)\n")
+          "input gradient at DGRAD_STRIDED's, and fp16 on the tensor cores at CONV_SLOWDOWN's "
+          "multiple of its FLOPs' time, in-sample)\n")
     print(table(["device", "dtype", "pass", "layers", "datasheet", "bias",
                  "without slowdown", "bias", "default", "bias"], conv_rows()))
+    print("\nConvolutions on the tensor cores (layers of >= "
+          f"{CONV_MIN_CHANNELS} input channels): the factor on the compute time of cuDNN's "
+          "implicit GEMM that brings each table's median forward error to 0, the median of the "
+          "other tables' of its dtype (held out), and the median error and bias of the forward "
+          "and the backward (input + weight gradients) without it, at the library's "
+          "(CONV_SLOWDOWN) and held out; DeepBench's V100 and T4 (cuDNN 7.6, NHWC, channels "
+          "padded to eights) and the lent H200's (cuDNN 9 under torch 2.11, CUDA graphs)\n")
+    factor_rows, held = conv_factor_rows()
+    print(table(["device", "dtype", "layers", "own factor", "held out", "error",
+                 "fwd x1", "bias", "fwd library", "bias", "fwd held out", "bias",
+                 "bwd x1", "bias", "bwd library", "bias", "bwd held out", "bias"], factor_rows))
+    if held:
+        print(f"\nheld-out factors against each table's own: median |error| "
+              f"{statistics.median(held):.1%}, worst {max(held):.1%} ({len(held)} tables)")
     print("\nBatched GEMM (AIConfigurator's MLA bmm; not fitted: the device's GEMM fit)\n")
     print(table(["device", "dtype", "shapes", "datasheet", "tiles", "fitted", "bias"],
                 bmm_rows()))

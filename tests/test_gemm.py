@@ -206,3 +206,50 @@ def test_strided_convolution_input_gradient_runs_at_the_measured_multiple() -> N
     (bias,) = (op for op in t.ops if op.category == "conv" and op.backward_kernel)
     assert bias.output_shapes == ((64,),)
     assert gradient_slowdown(bias, roofline.get_device("v100")) == 1.0
+
+
+def test_tensor_core_convolutions_run_at_the_measured_multiple_of_their_flops_time() -> None:
+    """A convolution on an NVIDIA GPU's tensor cores takes CONV_SLOWDOWN x the time of its
+    FLOPs at the engine's rate (cuDNN's implicit GEMM: DeepBench's and the H200's tables);
+    TF32 no longer than the fp32 vector units would take (cuDNN runs its fastest algorithm);
+    fp32 on the vector units, and another vendor's GPU, keep the FLOPs' time."""
+    from roofline.analysis.gemm import CONV_NOTE, CONV_SLOWDOWN
+    from roofline.hardware.engines import Engine
+
+    def conv(dtype: torch.dtype) -> Trace:
+        x = torch.empty(64, 256, 28, 28, dtype=dtype, device="meta").to(
+            memory_format=torch.channels_last)
+        w = torch.empty(256, 256, 3, 3, dtype=dtype, device="meta").to(
+            memory_format=torch.channels_last)
+        t = roofline.trace(lambda x, w: torch.nn.functional.conv2d(x, w, padding=1), x, w,
+                           fake=True)
+        return Trace([op for op in t.ops if op.category == "conv"])
+
+    def factor(t: Trace, device: str, **options: object) -> float:
+        a = roofline.analyze(t, device, overhead=False, **options)
+        plain = roofline.analyze(t, device, overhead=False, kernel_passes=False, **options)
+        assert (CONV_NOTE in a.assumptions) == (float(a.compute_seconds[0])
+                                                > float(plain.compute_seconds[0]))
+        return float(a.compute_seconds[0] / plain.compute_seconds[0])
+
+    half, single = conv(torch.float16), conv(torch.float32)
+    assert factor(half, "a100") == pytest.approx(CONV_SLOWDOWN["fp16"])
+    assert factor(half, "h100") == pytest.approx(CONV_SLOWDOWN["fp16"])
+    assert CONV_SLOWDOWN["bf16"] == CONV_SLOWDOWN["fp16"]
+    # TF32 (PyTorch's default for convolutions): the A100's TF32 rate is 8x its fp32
+    # vector rate on the datasheet (156 / 19.5 TFLOP/s), so the full factor applies
+    a = roofline.analyze(single, "a100")
+    assert a.engine_flops_per_s(Engine("matrix", "tf32")) > CONV_SLOWDOWN["tf32"] * \
+        a.engine_flops_per_s(Engine("vector", "fp32"))  # type: ignore[operator]
+    assert factor(single, "a100") == pytest.approx(CONV_SLOWDOWN["tf32"])
+    # an RTX 3090's TF32 peak is its fp32 vector peak (35.6 TFLOP/s each): the vector
+    # units' time caps the factor
+    g = roofline.analyze(single, "rtx 3090")
+    tf32, simt = (g.engine_flops_per_s(Engine(kind, dtype))
+                  for kind, dtype in (("matrix", "tf32"), ("vector", "fp32")))
+    assert tf32 is not None and simt is not None and tf32 / simt < CONV_SLOWDOWN["tf32"]
+    assert factor(single, "rtx 3090") == pytest.approx(max(1.0, tf32 / simt))
+    # fp32 on the vector units (TF32 off, or a V100, which has no TF32), another vendor
+    assert factor(single, "a100", tf32_conv=False) == 1.0
+    assert factor(single, "v100") == 1.0
+    assert factor(half, "mi300x") == 1.0

@@ -42,6 +42,17 @@ WGRAD_TILE_EXPONENT = -0.152
 #: at stride 1 the input gradient ran at the forward's rate (0.97-1.07 per table; the
 #: V100's fp16, 1.22, aside). Only stride 2 was measured; larger strides take it too.
 DGRAD_STRIDED = 2.02
+#: How much longer cuDNN's convolution forward takes on the tensor cores than the model's
+#: roofline of its FLOPs at the engine's rate (its compute time; bytes and overhead
+#: unchanged), per engine dtype: the factor that brings the median of measured over
+#: predicted to 1 over the layers of >= 16 input channels of each 16-bit table (DeepBench's
+#: V100 and T4, cuDNN 7.6, 1.70 and 1.65; this project's H200, cuDNN 9 under torch 2.11,
+#: 1.65; each held out within 3% of the others' median; ``benchmarks/kernels.py``), and of
+#: the one TF32 table (the H200's). An implicit GEMM walks its reduction one filter tap and
+#: one slice of channels at a time (CUTLASS ``media/docs/implicit_gemm_convolution.md``),
+#: forming its operand tiles on the fly from the activations: work a GEMM of the same
+#: FLOPs does not do. The gradients' multiples (:data:`WGRAD_ONE_TILE`) are of this time.
+CONV_SLOWDOWN: dict[str, float] = {"fp16": 1.70, "bf16": 1.70, "tf32": 3.18}
 
 
 def wgrad_tiles(weight: tuple[int, ...]) -> int:
@@ -126,6 +137,24 @@ def conv_stride(op: OpRecord) -> int:
     if len(grad_out) < 3 or len(x) != len(grad_out):
         return 1
     return max(1, *(round(i / max(o, 1)) for i, o in zip(x[2:], grad_out[2:], strict=True)))
+
+
+#: The assumption an analysis states when :func:`conv_slowdown` applies.
+CONV_NOTE = (
+    "a convolution on the tensor cores takes its FLOPs' time at the engine's rate times "
+    f"{CONV_SLOWDOWN['fp16']:.2f} in 16 bits and {CONV_SLOWDOWN['tf32']:.2f} in TF32 (cuDNN's implicit "
+    "GEMM, measured: DeepBench da81ba7's V100 and T4 tables and the lent H200's; TF32 on the "
+    "H200 alone; roofline.analysis.gemm)")
+
+
+def conv_slowdown(op: OpRecord, spec: DeviceSpec, engine: Engine) -> float:
+    """Factor on a convolution's compute time on the tensor cores for cuDNN's implicit GEMM
+    (:data:`CONV_SLOWDOWN`; 1 for any other op, a depthwise one, the vector units). NVIDIA
+    GPUs only, where the measurement is from."""
+    if op.category != "conv" or engine.kind != "matrix" or spec.kind != "gpu" \
+            or spec.vendor != "NVIDIA" or is_depthwise(op):
+        return 1.0
+    return CONV_SLOWDOWN.get(engine.dtype, 1.0)
 
 
 def gradient_slowdown(op: OpRecord, spec: DeviceSpec) -> float:

@@ -403,9 +403,8 @@ def _engines(trace: Trace, spec: DeviceSpec, rates: Rates,
             fitted[i] = fit
         else:
             fill[i] = gemm.fill(op, spec.compute_units)
-        if rates.options.kernel_passes and (factor := gemm.gradient_slowdown(op, spec)) != 1:
-            rates.note(gemm.GRADIENT_NOTE)
-            slow[i] = factor
+        if rates.options.kernel_passes and op.category == Category.CONV:
+            slow[i] = _conv_slowdown(op, spec, engine, float(rate[i]), rates)
     for dtype, idx in on_curve.items():  # the measured rate of the shape replaces peak x fill
         rate[idx] = gemm.curve_rates([shapes[i] for i in idx], spec.matmul_curve[dtype]) \
             * rates.efficiency["matrix"]
@@ -414,6 +413,23 @@ def _engines(trace: Trace, spec: DeviceSpec, rates: Rates,
             rate[idx] *= [gemm.fill(trace.ops[i], units) * units
                           / (gemm.fill(trace.ops[i], measured_on) * measured_on) for i in idx]
     return engines, rate / slow, fill, fitted, slow
+
+
+def _conv_slowdown(op: OpRecord, spec: DeviceSpec, engine: Engine, rate: float,
+                   rates: Rates) -> float:
+    """A convolution's time over its FLOPs' at ``rate`` on ``engine``: cuDNN's gradients'
+    multiples times its implicit GEMM's on the tensor cores (1: neither applies)."""
+    factor = gemm.gradient_slowdown(op, spec)
+    if factor != 1:
+        rates.note(gemm.GRADIENT_NOTE)
+    tensor = gemm.conv_slowdown(op, spec, engine)
+    if tensor != 1:
+        rates.note(gemm.CONV_NOTE)
+        if engine.dtype == "tf32" and (simt := rates.rate(Engine("vector", "fp32"))):
+            # cuDNN runs its fastest algorithm: a TF32 convolution is no slower than the
+            # fp32 vector units would run it (GeForce Ampere: the same peak)
+            tensor = max(1.0, min(tensor, rate / simt))
+    return factor * tensor
 
 
 def _misaligned_gemms(trace: Trace, slowdown: np.ndarray) -> np.ndarray:
