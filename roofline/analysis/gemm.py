@@ -45,13 +45,14 @@ DGRAD_STRIDED = 2.02
 #: How much longer cuDNN's convolution forward takes on the tensor cores than the model's
 #: roofline of its FLOPs at the engine's rate (its compute time; bytes and overhead
 #: unchanged), per engine dtype: the factor that brings the median of measured over
-#: predicted to 1 over the layers of >= 16 input channels of each 16-bit table (DeepBench's
-#: V100 and T4, cuDNN 7.6, 1.70 and 1.65; this project's H200, cuDNN 9 under torch 2.11,
-#: 1.65; each held out within 3% of the others' median; ``benchmarks/kernels.py``), and of
-#: the one TF32 table (the H200's). An implicit GEMM walks its reduction one filter tap and
-#: one slice of channels at a time (CUTLASS ``media/docs/implicit_gemm_convolution.md``),
-#: forming its operand tiles on the fly from the activations: work a GEMM of the same
-#: FLOPs does not do. The gradients' multiples (:data:`WGRAD_ONE_TILE`) are of this time.
+#: predicted to 1 over the layers of >= 16 input channels, the median of the three 16-bit
+#: tables' (DeepBench's V100 and T4, cuDNN 7.6: 1.70 and 1.63; this project's H200, cuDNN 9
+#: under torch 2.11, timed in CUDA graphs: 2.13; each held out within 11-22% of the other
+#: two's median; ``benchmarks/kernels.py``), and the one TF32 table's (the H200's). An
+#: implicit GEMM walks its reduction one filter tap and one slice of channels at a time
+#: (CUTLASS ``media/docs/implicit_gemm_convolution.md``), forming its operand tiles on the
+#: fly from the activations: work a GEMM of the same FLOPs does not do. The gradients'
+#: multiples (:data:`WGRAD_ONE_TILE`) are of this time.
 CONV_SLOWDOWN: dict[str, float] = {"fp16": 1.70, "bf16": 1.70, "tf32": 3.18}
 
 
@@ -142,9 +143,9 @@ def conv_stride(op: OpRecord) -> int:
 #: The assumption an analysis states when :func:`conv_slowdown` applies.
 CONV_NOTE = (
     "a convolution on the tensor cores takes its FLOPs' time at the engine's rate times "
-    f"{CONV_SLOWDOWN['fp16']:.2f} in 16 bits and {CONV_SLOWDOWN['tf32']:.2f} in TF32 (cuDNN's implicit "
-    "GEMM, measured: DeepBench da81ba7's V100 and T4 tables and the lent H200's; TF32 on the "
-    "H200 alone; roofline.analysis.gemm)")
+    f"{CONV_SLOWDOWN['fp16']:.2f} in 16 bits and {CONV_SLOWDOWN['tf32']:.2f} in TF32 "
+    "(cuDNN's implicit GEMM, measured: DeepBench da81ba7's V100 and T4 tables and the lent "
+    "H200's; TF32 on the H200 alone; roofline.analysis.gemm)")
 
 
 def conv_slowdown(op: OpRecord, spec: DeviceSpec, engine: Engine) -> float:
