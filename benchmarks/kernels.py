@@ -566,33 +566,36 @@ def _conv_slowdown(dtype: str, factor: float) -> Iterator[None]:
         CONV_SLOWDOWN.update(saved)
 
 
-def _tensor_core_convs() -> list[tuple[str, str, list[tuple[tuple[OpRecord, ...], ...]],
-                                       np.ndarray, np.ndarray, dict[str, object]]]:
+#: (device, engine dtype, each layer's (forward, backward) ops, forward seconds, backward
+#: seconds, analysis options) of one convolution table
+ConvTable = tuple[str, str, list[tuple[tuple[OpRecord, ...], tuple[OpRecord, ...]]],
+                  np.ndarray, np.ndarray, dict[str, object]]
+
+
+def _tensor_core_convs() -> list[ConvTable]:
     """(device, engine dtype, each layer's (forward, backward) ops, forward seconds, backward
     seconds, analysis options) of each convolution table on the tensor cores, its layers of
     >= CONV_MIN_CHANNELS input channels (first layers are a different kernel)."""
-    out: list[tuple[str, str, list[tuple[tuple[OpRecord, ...], ...]], np.ndarray, np.ndarray,
-                    dict[str, object]]] = []
-    for device, dtype, col in _conv_tables():
-        if dtype != "fp16":
-            continue
-        keep = (col["c"] >= CONV_MIN_CHANNELS) & ~np.isnan(col["dgrad_seconds"])
-        shapes = [tuple(int(col[c][i]) for c in CONV_SHAPE) for i in np.flatnonzero(keep)]
-        out.append((device, "fp16", [_conv_ops(sh, "fp16", True) for sh in shapes],
-                    col["forward_seconds"][keep],
-                    col["dgrad_seconds"][keep] + col["wgrad_seconds"][keep], {}))
+    tables: list[tuple[str, str, str, dict[str, np.ndarray], dict[str, object]]] = [
+        (device, dtype, "fp16", col, {}) for device, dtype, col in _conv_tables()
+        if dtype == "fp16"]
     for name, dtype, engine in H200_CONV_TABLES:
         header, data = _rows(name)
-        col = {h: data[:, i].astype(float) for i, h in enumerate(header)}
-        keep = col["c"] >= CONV_MIN_CHANNELS
+        tables.append(("H200 SXM", dtype, engine,
+                       {h: data[:, i].astype(float) for i, h in enumerate(header)},
+                       {"graphs": True}))
+    out: list[ConvTable] = []
+    for device, dtype, engine, col, options in tables:
+        keep = (col["c"] >= CONV_MIN_CHANNELS) & ~np.isnan(col["dgrad_seconds"])
         shapes = [tuple(int(col[c][i]) for c in CONV_SHAPE) for i in np.flatnonzero(keep)]
-        out.append(("H200 SXM", engine, [_conv_ops(sh, dtype, True) for sh in shapes],
+        out.append((device, engine, [_conv_ops(sh, dtype, True) for sh in shapes],
                     col["forward_seconds"][keep],
-                    col["dgrad_seconds"][keep] + col["wgrad_seconds"][keep], {"graphs": True}))
+                    col["dgrad_seconds"][keep] + col["wgrad_seconds"][keep], options))
     return out
 
 
-def _conv_factor(device: str, dtype: str, layers: list[tuple[tuple[OpRecord, ...], ...]],
+def _conv_factor(device: str, dtype: str,
+                 layers: list[tuple[tuple[OpRecord, ...], tuple[OpRecord, ...]]],
                  measured: np.ndarray, options: dict[str, object]) -> float:
     """The convolution factor at which the median of measured over predicted forward time of
     these layers is 1 (bisection: the prediction grows with the factor)."""

@@ -119,8 +119,9 @@ class Analysis:
     figures: dict[str, Figure] = field(default_factory=dict)
     #: the least a step can take off the device: the batch over ``host_samples_per_s``
     input_floor_seconds: float = 0.0
-    #: per op, the factor its rate is below its engine's for cuDNN's convolution gradients
-    #: (:func:`roofline.analysis.gemm.gradient_slowdown`) or a GEMM's rows off 16 bytes
+    #: per op, the factor its rate is below its engine's for cuDNN's convolutions (their
+    #: gradients' and implicit GEMM's, :func:`roofline.analysis.gemm.gradient_slowdown` and
+    #: :func:`~roofline.analysis.gemm.conv_slowdown`) or a GEMM's rows off 16 bytes
     #: (:mod:`roofline.analysis.alignment`); 1 elsewhere; None: none anywhere
     slowdown: np.ndarray | None = None
 
@@ -221,7 +222,7 @@ class Analysis:
     @property
     def achievable_flops_per_s(self) -> float:
         """The rate the engine that carries most of the FLOPs runs its largest op at, before
-        fill and before a convolution gradient's slowdown: the datasheet peak times
+        fill and before a convolution's or misaligned GEMM's slowdown: the datasheet peak times
         the share the device reaches (measured, its class's or a GEMM fit's), as ``peaks``
         says; 0 when no op has a rate."""
         top = self._top_engine()
@@ -379,8 +380,8 @@ def _engines(trace: Trace, spec: DeviceSpec, rates: Rates,
     on_curve: dict[str, list[int]] = {}  # measured matmul curve's dtype -> op indices
     shapes: dict[int, gemm.Gemm] = {}
     fitted: dict[int, GemmFigure] = {}
-    # a convolution backward's time over its forward's (gradient_slowdown), a GEMM's over
-    # its aligned twin's (rows off 16 bytes, on Hopper)
+    # a convolution's time over its FLOPs' at the engine's rate (_conv_slowdown), a GEMM's
+    # over its aligned twin's (rows off 16 bytes, on Hopper)
     slow = np.ones(n)
     first = alignment.first_shapes(trace) if alignment.applies(spec) else {}
     for i, op in enumerate(trace.ops):
@@ -404,7 +405,7 @@ def _engines(trace: Trace, spec: DeviceSpec, rates: Rates,
         else:
             fill[i] = gemm.fill(op, spec.compute_units)
         if rates.options.kernel_passes and op.category == Category.CONV:
-            slow[i] = _conv_slowdown(op, spec, engine, float(rate[i]), rates)
+            slow[i] = _conv_slowdown(op, spec, engine, rates)
     for dtype, idx in on_curve.items():  # the measured rate of the shape replaces peak x fill
         rate[idx] = gemm.curve_rates([shapes[i] for i in idx], spec.matmul_curve[dtype]) \
             * rates.efficiency["matrix"]
@@ -415,9 +416,8 @@ def _engines(trace: Trace, spec: DeviceSpec, rates: Rates,
     return engines, rate / slow, fill, fitted, slow
 
 
-def _conv_slowdown(op: OpRecord, spec: DeviceSpec, engine: Engine, rate: float,
-                   rates: Rates) -> float:
-    """A convolution's time over its FLOPs' at ``rate`` on ``engine``: cuDNN's gradients'
+def _conv_slowdown(op: OpRecord, spec: DeviceSpec, engine: Engine, rates: Rates) -> float:
+    """A convolution's time over its FLOPs' at ``engine``'s rate: cuDNN's gradients'
     multiples times its implicit GEMM's on the tensor cores (1: neither applies)."""
     factor = gemm.gradient_slowdown(op, spec)
     if factor != 1:
@@ -425,16 +425,17 @@ def _conv_slowdown(op: OpRecord, spec: DeviceSpec, engine: Engine, rate: float,
     tensor = gemm.conv_slowdown(op, spec, engine)
     if tensor != 1:
         rates.note(gemm.CONV_NOTE)
-        if engine.dtype == "tf32" and (simt := rates.rate(Engine("vector", "fp32"))):
+        if engine.dtype == "tf32" and (simt := rates.rate(Engine("vector", "fp32"))) \
+                and (tf32 := rates.rate(engine)):
             # cuDNN runs its fastest algorithm: a TF32 convolution is no slower than the
             # fp32 vector units would run it (GeForce Ampere: the same peak)
-            tensor = max(1.0, min(tensor, rate / simt))
+            tensor = max(1.0, min(tensor, tf32 / simt))
     return factor * tensor
 
 
 def _misaligned_gemms(trace: Trace, slowdown: np.ndarray) -> np.ndarray:
     """Which ops are GEMMs slowed for rows off 16 bytes: a slowdown above 1 on a matmul (a
-    convolution's is its gradients')."""
+    convolution's is cuDNN's, :func:`_conv_slowdown`)."""
     matmuls = np.array([op.category == Category.MATMUL for op in trace.ops], dtype=bool)
     return (slowdown > 1) & matmuls
 
