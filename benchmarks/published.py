@@ -101,10 +101,19 @@ class Workload:
     # NVIDIA's run_squad.py recipe ("dle-squad": apex amp O2 with FusedAdam in fp16,
     # BertAdam in fp32; benchmarks/recipes.py); None: autocast and AdamW(foreach)
     recipe: str | None = None
+    # BERT's padding mask, added to every layer's scores: run_squad.py passes each
+    # sequence's input_mask and NVIDIA's BertSelfAttention adds it before the softmax
+    # ("attention_scores + attention_mask", PyTorch/LanguageModeling/BERT/modeling.py
+    # @128ecbe4f8ee), one more pass over the scores in the model's dtype
+    padding_mask: bool = False
 
 
 #: llama.cpp's default micro-batch (``n_ubatch``) in the source's build
 LLAMA_CPP_UBATCH = 512
+#: ``--max_steps`` of Lambda's BERT SQuAD runs (the 14th argument of every
+#: ``PyTorch_bert_*_squad_*_PARAMS`` in pytorch/scripts/config_v1 and config_v2,
+#: lambdal/deeplearning-benchmark@aa5addb6a536)
+LAMBDA_SQUAD_STEPS = 100
 
 # family -> (zoo name, sequence length or None); rows of other families are skipped
 FAMILIES: list[tuple[str, str, int | None]] = [
@@ -165,7 +174,8 @@ def workload(row: pd.Series) -> Workload | None:
                     attention="eager" if zoo.startswith(("bert", "transformer")) or prompt
                     else "fused",
                     channels_last=nhwc, ubatch=LLAMA_CPP_UBATCH if prompt else None,
-                    head="qa" if squad else "mlm", recipe="dle-squad" if squad else None)
+                    head="qa" if squad else "mlm", recipe="dle-squad" if squad else None,
+                    padding_mask=squad)
 
 
 # The sources' device spellings that the registry's lookup does not take as they are,
@@ -196,7 +206,8 @@ def device(name: str) -> roofline.DeviceSpec:
 
 _TRACES: dict[Workload, list[roofline.Trace]] = {}
 #: Fields left out of a cached trace's file name at these values (caches before them match)
-_DEFAULTS: dict[str, Any] = {"ubatch": None, "head": "mlm", "recipe": None}
+_DEFAULTS: dict[str, Any] = {"ubatch": None, "head": "mlm", "recipe": None,
+                             "padding_mask": False}
 #: Folder of traces saved as JSON by an earlier run (``--trace-cache``), or None.
 TRACE_CACHE: Path | None = None
 
@@ -247,6 +258,8 @@ def build(w: Workload, device: str | None = None,
         kw["dtype"] = torch.float16
     if w.head != "mlm":
         kw["head"] = w.head
+    if w.padding_mask:
+        kw["padding_mask"] = True
     if device is not None or w.zoo.startswith("llama"):
         kw["device"] = device or "meta"
     zm = get_model(w.zoo, **kw)
@@ -326,6 +339,12 @@ def per_step(row: pd.Series, w: Workload) -> float | None:
         return float(w.seq_len or 1) * w.batch
     if w.zoo == "transformer-big":
         return float(row.batch)  # the table's batch is in tokens
+    if w.recipe == "dle-squad" and str(row.source).startswith("Lambda"):
+        # Lambda's run_squad.py (pytorch/scripts/patch/run_squad.py, lambdal/deeplearning-
+        # benchmark@aa5addb6a536) breaks out of its loop once global_step > max_steps, so
+        # it times max_steps + 1 steps (101: max_steps is 100 in its configs) and reports
+        # train_batch_size x max_steps sequences over that time
+        return float(w.batch) * LAMBDA_SQUAD_STEPS / (LAMBDA_SQUAD_STEPS + 1)
     return float(w.batch)
 
 

@@ -129,7 +129,8 @@ def _workload(row: Row) -> published.Workload:
         row.model, "train", precision, row.batch, SEQ_LEN if bert else None,
         attention="eager" if bert else "fused",
         channels_last=not bert and precision == "amp" and row.source == DLE_RN50,
-        head="qa" if bert else "mlm", recipe="dle-squad" if bert else None)
+        head="qa" if bert else "mlm", recipe="dle-squad" if bert else None,
+        padding_mask=bert)
 
 
 def _traces(w: published.Workload) -> tuple[Any, Any]:
@@ -139,7 +140,7 @@ def _traces(w: published.Workload) -> tuple[Any, Any]:
         warnings.simplefilter("ignore")
         one = roofline.trace(model, *inputs, train=True, optimizer=optimizer, fake=True,
                              attention=w.attention)
-        batch2 = [torch.cat([x] * 2) for x in inputs]  # the global batch of 2
+        batch2 = [x if x is None else torch.cat([x] * 2) for x in inputs]  # the global batch of 2
         ddp = roofline.trace(model, *batch2, train=True, optimizer=optimizer,
                              parallel="ddp", gpus=2, attention=w.attention)
     return one, ddp

@@ -360,6 +360,56 @@ def test_bert_span_head_matches_hf_numerically() -> None:
     torch.testing.assert_close(loss, ref.loss, atol=1e-4, rtol=1e-4)
 
 
+def test_bert_padding_mask_matches_hf_and_adds_one_pass_over_the_scores() -> None:
+    """``attention_mask`` is Hugging Face's: padded keys take no attention (the same logits
+    on every token); traced with attention written out, it costs one more addition per
+    layer over the (B, heads, T, T) scores: the scores read and written and the (B, 1, 1, T)
+    mask read, 4 bytes each in fp32."""
+    tf = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    hf = tf.BertForQuestionAnswering(tf.BertConfig(
+        hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+        vocab_size=101, max_position_embeddings=32, attn_implementation="eager"))
+    cfg = dict(head="qa", batch_size=2, seq_len=16, hidden=64, n_layer=2, n_head=4, ffn=128,
+               vocab_size=101, max_position_embeddings=32)
+    zm = get_model("bert-base", padding_mask=True, **cfg)
+    rules = [(r"^bert\.embeddings\.LayerNorm", "bert.ln"), (r"^bert\.embeddings\.", "bert."),
+             (r"encoder\.layer\.", "layers."), (r"attention\.self\.", ""),
+             (r"attention\.output\.dense", "attn_out"), (r"attention\.output\.LayerNorm",
+                                                          "attn_ln"),
+             (r"intermediate\.dense", "ffn_in"), (r"output\.dense", "ffn_out"),
+             (r"output\.LayerNorm", "ffn_ln")]
+    _load_hf(zm.model, hf, rules)
+    idx, _, _, mask = zm.inputs
+    assert mask.shape == idx.shape and bool((mask == 1).all())
+    mask = mask.clone()
+    mask[1, 10:] = 0
+    zm.model.eval()
+    hf.eval()
+    with torch.no_grad():
+        ref = hf(idx, attention_mask=mask)
+        logits = zm.model(idx, None, None, mask)
+        unmasked = zm.model(idx)
+    torch.testing.assert_close(logits[..., 0], ref.start_logits, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(logits[..., 1], ref.end_logits, atol=1e-5, rtol=1e-5)
+    # the mask took effect, on the padded sequence only (at init attention is near uniform)
+    assert (logits[1] - unmasked[1]).abs().max() > 1e-4
+    torch.testing.assert_close(logits[0], unmasked[0], atol=1e-6, rtol=1e-6)
+
+    B, T, heads = 2, 16, 4
+    scores = B * heads * T * T
+
+    def adds(padding_mask: bool) -> list[tuple[int, int]]:
+        m = get_model("bert-base", padding_mask=padding_mask, **cfg)
+        t = roofline.trace(m.model, *m.train_inputs, train=True, fake=True, attention="eager")
+        return [(op.bytes_read, op.bytes_written) for op in t.ops
+                if op.name == "aten.add.Tensor" and op.phase == "forward"
+                and op.output_shapes[0] == (B, heads, T, T)]
+
+    assert adds(False) == []
+    assert adds(True) == [(4 * scores + 4 * B * T, 4 * scores)] * 2
+
+
 def test_bert_span_head_counts() -> None:
     """BERT-base with the span head: the encoder without its pooler (109,482,240 - 768 x 768
     - 768 parameters with it, as Hugging Face's BertModel) and a 768 x 2 linear; the head

@@ -30,13 +30,14 @@ class BertLayer(nn.Module):
         self.ffn_ln = nn.LayerNorm(hidden, eps=eps)
         self.drop = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``(B, T, H) -> (B, T, H)``, bidirectional attention, no padding mask."""
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """``(B, T, H) -> (B, T, H)``, bidirectional attention; ``mask``: an additive
+        ``(B, 1, 1, T)`` padding mask, or None for none."""
         B, T, H = x.shape
         q, k, v = (lin(x).view(B, T, -1, H // self.n_head).transpose(1, 2)
                    for lin in (self.query, self.key, self.value))
         p = self.dropout if self.training else 0.0
-        y = F.scaled_dot_product_attention(q, k, v, dropout_p=p)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
         y = y.transpose(1, 2).reshape(B, T, -1)
         x = self.attn_ln(x + self.drop(self.attn_out(y)))
         return self.ffn_ln(x + self.drop(self.ffn_out(F.gelu(self.ffn_in(x)))))
@@ -63,17 +64,26 @@ class BertEncoder(nn.Module):
             BertLayer(hidden, n_head, ffn, dropout, eps) for _ in range(n_layer)
         )
 
-    def forward(self, idx: torch.Tensor, token_type_ids: torch.Tensor | None = None
-                ) -> torch.Tensor:
-        """Token ids ``(B, T)`` -> hidden states ``(B, T, H)``."""
+    def forward(self, idx: torch.Tensor, token_type_ids: torch.Tensor | None = None,
+                attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Token ids ``(B, T)`` -> hidden states ``(B, T, H)``.
+
+        ``attention_mask`` ``(B, T)``: 1 for a token, 0 for padding, added to every layer's
+        attention scores as ``(1 - mask) * -10000`` in the model's dtype, as NVIDIA's and
+        Hugging Face's BERT do (``BertModel.forward``); None: no mask, no addition.
+        """
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(idx)
         pos = torch.arange(idx.size(1), device=idx.device)
         x = (self.word_embeddings(idx) + self.position_embeddings(pos)
              + self.token_type_embeddings(token_type_ids))
         x = self.drop(self.ln(x))
+        mask = None
+        if attention_mask is not None:
+            mask = attention_mask[:, None, None, :].to(self.word_embeddings.weight.dtype)
+            mask = (1.0 - mask) * -10000.0
         for layer in self.layers:
-            x = layer(x)
+            x = layer(x, mask)
         return x
 
 
@@ -126,9 +136,11 @@ class BertForMaskedLM(_Headed):
         self.decoder.weight = self.bert.word_embeddings.weight  # weight tying
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
-        """Return MLM logits ``(B, T, vocab)``, or the loss over all tokens if ``targets``."""
-        x = self.bert(idx, token_type_ids)
+                token_type_ids: torch.Tensor | None = None,
+                attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Return MLM logits ``(B, T, vocab)``, or the loss over all tokens if ``targets``;
+        ``attention_mask`` as :meth:`BertEncoder.forward`."""
+        x = self.bert(idx, token_type_ids, attention_mask)
         logits = self.decoder(self.head_ln(F.gelu(self.head_dense(x))))
         if targets is None:
             return logits
@@ -146,11 +158,12 @@ class BertForQuestionAnswering(_Headed):
         self.qa_outputs = nn.Linear(hidden, 2)
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+                token_type_ids: torch.Tensor | None = None,
+                attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """Return the start and end logits ``(B, T, 2)``, or, with ``targets`` ``(B, 2)``
         (each sequence's start and end positions), the mean of the two cross-entropies
-        over the sequence's positions."""
-        logits = self.qa_outputs(self.bert(idx, token_type_ids))
+        over the sequence's positions; ``attention_mask`` as :meth:`BertEncoder.forward`."""
+        logits = self.qa_outputs(self.bert(idx, token_type_ids, attention_mask))
         if targets is None:
             return logits
         start, end = logits.unbind(-1)
@@ -178,6 +191,9 @@ def defaults(size: str) -> dict[str, Any]:
         "dropout": 0.1,
         "layer_norm_eps": 1e-12,
         "head": "mlm",
+        # a (B, T) padding mask of ones in the example inputs: the scores' extra addition
+        # in every layer (NVIDIA's BERT adds one even when none is passed)
+        "padding_mask": False,
     }
 
 
@@ -197,4 +213,7 @@ def build(cfg: dict[str, Any]) -> tuple[nn.Module, tuple, tuple]:
     idx = torch.randint(0, cfg["vocab_size"], shape)
     targets = (torch.randint(0, cfg["seq_len"], (cfg["batch_size"], 2)) if qa
                else torch.randint(0, cfg["vocab_size"], shape))
-    return model, (idx,), (idx, targets)
+    if not cfg["padding_mask"]:
+        return model, (idx,), (idx, targets)
+    mask = torch.ones(shape, dtype=torch.long)
+    return model, (idx, None, None, mask), (idx, targets, None, mask)

@@ -196,7 +196,8 @@ def get_model(name: str, *, batch_size: int | None = None, seq_len: int | None =
     if dtype is not None:
         model = model.to(dtype=dtype)
         inputs, train_inputs = (
-            tuple(t.to(dtype) if t.is_floating_point() else t for t in ts)
+            tuple(t.to(dtype) if isinstance(t, torch.Tensor) and t.is_floating_point() else t
+                  for t in ts)
             for ts in (inputs, train_inputs)
         )
     return ZooModel(canon, model, inputs, train_inputs, entry.description, cfg)
