@@ -362,9 +362,9 @@ def test_bert_span_head_matches_hf_numerically() -> None:
 
 def test_bert_padding_mask_matches_hf_and_adds_one_pass_over_the_scores() -> None:
     """``attention_mask`` is Hugging Face's: padded keys take no attention (its logits equal
-    Hugging Face's on every token); traced with attention written out, it costs one more addition per
-    layer over the (B, heads, T, T) scores: the scores read and written and the (B, 1, 1, T)
-    mask read, 4 bytes each in fp32."""
+    Hugging Face's on every token); traced with attention written out, it costs one more
+    addition per layer over the (B, heads, T, T) scores: the scores read and written and the
+    (B, 1, 1, T) mask read, 4 bytes each in fp32."""
     tf = pytest.importorskip("transformers")
     torch.manual_seed(0)
     hf = tf.BertForQuestionAnswering(tf.BertConfig(
