@@ -241,6 +241,34 @@ def steps_rows() -> list[str]:
     return out
 
 
+def step_ops_rows(top: int = 5) -> list[str]:
+    """Where each measured training step's time goes missing: the ``top`` ops (by name)
+    whose measured kernel time (torch.profiler, matched per op) most exceeds today's
+    prediction, and the step's time outside its matched kernels (launch gaps, host work,
+    kernels no op claimed)."""
+    out = []
+    for name, step in _steps("roofline_h200_sxm_run3.json.gz").items():
+        if not name.endswith("train"):
+            continue
+        trace = Trace.from_json(json.dumps(step["trace"]))
+        predicted = roofline.analyze(trace, DEVICE).op_seconds
+        by_name: dict[str, list[float]] = {}
+        for op, p, m in zip(trace.ops, predicted, step["op_seconds"], strict=True):
+            if m is not None:
+                sums = by_name.setdefault(op.name.removeprefix("aten."), [0, 0.0, 0.0])
+                sums[0] += 1
+                sums[1] += float(p)
+                sums[2] += m
+        worst = sorted(by_name.items(), key=lambda kv: kv[1][1] - kv[1][2])[:top]
+        for op_name, (calls, p, m) in worst:
+            out.append(f"| {name} | {op_name} | {calls} | {p * 1e3:.2f} ms | {m * 1e3:.2f} ms | "
+                       f"{p / m:.2f} |")
+        matched = sum(m for _, _, m in by_name.values())
+        out.append(f"| {name} | (outside matched kernels) | - | - | "
+                   f"{(step['step_seconds'] - matched) * 1e3:.2f} ms | - |")
+    return out
+
+
 def sustained_rows() -> list[str]:
     rows = _read("sustained_roofline_h200_sxm.csv.gz")
     out = []
@@ -299,6 +327,10 @@ SECTIONS: list[tuple[str, tuple[str, ...], Callable[[], list[str]]]] = [
      "calibration; errors against run 3)", ("step", "measured (run 2, run 3)", "default then",
                                             "default now", "error", "calibrated now",
                                             "error"), steps_rows),
+    ("Where the training steps' time goes missing (run 3; ops by name, the five whose "
+     "measured kernel time most exceeds today's prediction)",
+     ("step", "op", "calls", "predicted", "measured", "predicted / measured"),
+     step_ops_rows),
     ("Sustained 8192^3 GEMMs, 6 s each (nvidia-smi's SM clock and power; the power limit is "
      "700 W)", ("dtype", "rate", "SM clock", "power"), sustained_rows),
     ("GEMM (torch.mm; TF32: tf32_matmul=True)",
