@@ -461,18 +461,23 @@ def run(path: Path, efficiency: float | None, show_pairs: bool) -> pd.DataFrame:
               f"{', '.join(sorted(skipped_model))}")
     if skipped_device:
         print(f"devices not in the registry (skipped): {', '.join(sorted(skipped_device))}")
-    for model, why in NOT_COMPARABLE.items():
-        pairs = [f"{r['A']} -> {r['B']} {r['error']:+.0%}" for r in aside if r["model"] == model]
-        alone = [f"{r['device']} {r[LAST]:+.0%}" for r in aside_absolutes.values()
-                 if r["model"] == model]
-        if pairs or alone:
-            print(f"{model}: not counted, {why}; as traced, speedup {'; '.join(pairs) or '-'}, "
-                  f"absolute {'; '.join(alone) or '-'}")
+    _not_counted(aside, list(aside_absolutes.values()))
     if show_pairs:
         with pd.option_context("display.max_rows", None, "display.width", 200):
             print(out[["source", "model", "precision", "A", "B", "predicted", "measured",
                        "error"]].round(3).to_string(index=False))
     return out
+
+
+def _not_counted(pairs: list[dict[str, Any]], rows: list[dict[str, Any]]) -> None:
+    """Print the NOT_COMPARABLE models' pairs and rows, with their errors as traced."""
+    for model, why in NOT_COMPARABLE.items():
+        speedups = [f"{r['A']} -> {r['B']} {r['error']:+.0%}" for r in pairs
+                    if r["model"] == model]
+        alone = [f"{r['device']} {r[LAST]:+.0%}" for r in rows if r["model"] == model]
+        if speedups or alone:
+            print(f"{model}: not counted, {why}; as traced, speedup "
+                  f"{'; '.join(speedups) or '-'}, absolute {'; '.join(alone) or '-'}")
 
 
 def summary(out: pd.DataFrame) -> None:
