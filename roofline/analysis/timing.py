@@ -64,7 +64,7 @@ import numpy as np
 
 from roofline._errors import RooflineWarning, warn
 from roofline._table import Rows
-from roofline.analysis import alignment, gemm, inflight, passes
+from roofline.analysis import alignment, gemm, inflight, passes, undercosted
 from roofline.analysis.options import Options
 from roofline.analysis.rates import Pattern, Rates, access_pattern, dtype_key
 from roofline.hardware import DeviceSpec, get_device
@@ -574,6 +574,7 @@ def analyze_step(trace: Trace, spec: DeviceSpec, opts: Options, *,
     rates.assumptions.extend(_trace_notes(trace, nbytes))
     rates.assumptions.extend(_figure_notes(spec, rates))
     rates.assumptions.extend(_host_note(spec, host, device_seconds, int(kernels.sum())))
+    rates.assumptions.extend(undercosted.note(trace, spec))
     floor = _input_floor(trace, opts, device_seconds + host, rates)
     return Analysis(trace, spec, opts, engines, rate, fill, bandwidth, roofs, host,
                     rates.assumptions, dict(rates.used), floor, slow)
