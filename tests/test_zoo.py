@@ -311,6 +311,15 @@ def test_gpt2_matches_hf_numerically() -> None:
     _compare(zm, hf, zm.inputs[0])
 
 
+#: Hugging Face BERT's encoder parameter names -> the zoo's (``_load_hf``'s rules)
+BERT_ENCODER_RULES = [
+    (r"^bert\.embeddings\.LayerNorm", "bert.ln"), (r"^bert\.embeddings\.", "bert."),
+    (r"encoder\.layer\.", "layers."), (r"attention\.self\.", ""),
+    (r"attention\.output\.dense", "attn_out"), (r"attention\.output\.LayerNorm", "attn_ln"),
+    (r"intermediate\.dense", "ffn_in"), (r"output\.dense", "ffn_out"),
+    (r"output\.LayerNorm", "ffn_ln")]
+
+
 def test_bert_matches_hf_numerically() -> None:
     tf = pytest.importorskip("transformers")
     torch.manual_seed(0)
@@ -319,12 +328,7 @@ def test_bert_matches_hf_numerically() -> None:
         vocab_size=101, max_position_embeddings=32, attn_implementation="eager"))
     zm = get_model("bert-base", batch_size=2, seq_len=16, hidden=64, n_layer=2, n_head=4,
                    ffn=128, vocab_size=101, max_position_embeddings=32)
-    rules = [(r"^bert\.embeddings\.LayerNorm", "bert.ln"), (r"^bert\.embeddings\.", "bert."),
-             (r"encoder\.layer\.", "layers."), (r"attention\.self\.", ""),
-             (r"attention\.output\.dense", "attn_out"), (r"attention\.output\.LayerNorm",
-                                                          "attn_ln"),
-             (r"intermediate\.dense", "ffn_in"), (r"output\.dense", "ffn_out"),
-             (r"output\.LayerNorm", "ffn_ln"),
+    rules = [*BERT_ENCODER_RULES,
              (r"^cls\.predictions\.transform\.dense", "head_dense"),
              (r"^cls\.predictions\.transform\.LayerNorm", "head_ln"),
              (r"^cls\.predictions\.bias$", "decoder.bias"), (r"^cls\.predictions\.", "")]
@@ -342,12 +346,7 @@ def test_bert_span_head_matches_hf_numerically() -> None:
         vocab_size=101, max_position_embeddings=32, attn_implementation="eager"))
     zm = get_model("bert-base", head="qa", batch_size=2, seq_len=16, hidden=64, n_layer=2,
                    n_head=4, ffn=128, vocab_size=101, max_position_embeddings=32)
-    rules = [(r"^bert\.embeddings\.LayerNorm", "bert.ln"), (r"^bert\.embeddings\.", "bert."),
-             (r"encoder\.layer\.", "layers."), (r"attention\.self\.", ""),
-             (r"attention\.output\.dense", "attn_out"), (r"attention\.output\.LayerNorm",
-                                                          "attn_ln"),
-             (r"intermediate\.dense", "ffn_in"), (r"output\.dense", "ffn_out"),
-             (r"output\.LayerNorm", "ffn_ln")]
+    rules = BERT_ENCODER_RULES
     _load_hf(zm.model, hf, rules)
     idx, targets = zm.train_inputs
     zm.model.eval()
@@ -373,12 +372,7 @@ def test_bert_padding_mask_matches_hf_and_adds_one_pass_over_the_scores() -> Non
     cfg = dict(head="qa", batch_size=2, seq_len=16, hidden=64, n_layer=2, n_head=4, ffn=128,
                vocab_size=101, max_position_embeddings=32)
     zm = get_model("bert-base", padding_mask=True, **cfg)
-    rules = [(r"^bert\.embeddings\.LayerNorm", "bert.ln"), (r"^bert\.embeddings\.", "bert."),
-             (r"encoder\.layer\.", "layers."), (r"attention\.self\.", ""),
-             (r"attention\.output\.dense", "attn_out"), (r"attention\.output\.LayerNorm",
-                                                          "attn_ln"),
-             (r"intermediate\.dense", "ffn_in"), (r"output\.dense", "ffn_out"),
-             (r"output\.LayerNorm", "ffn_ln")]
+    rules = BERT_ENCODER_RULES
     _load_hf(zm.model, hf, rules)
     idx, _, _, mask = zm.inputs
     assert mask.shape == idx.shape and bool((mask == 1).all())
