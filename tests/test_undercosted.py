@@ -17,6 +17,7 @@ from torch import nn
 import roofline
 from roofline.analysis import undercosted
 from roofline.tracing import OpRecord, Trace
+from roofline.zoo import get_model
 
 NOTE = "ran at a fraction of their costed speed on a lent H200"
 
@@ -93,3 +94,17 @@ def test_a_sum_that_keeps_more_than_the_last_dimension_is_not_a_column_sum() -> 
     column = OpRecord("aten.sum.dim_IntList", "reduction", "backward", "", "bfloat16", 0, 0,
                       0, input_shapes=((8192, 768),), output_shapes=((1, 768),))
     assert not gap.matches(kept, h100) and gap.matches(column, h100)
+
+
+@pytest.mark.parametrize(("autocast", "named"), [(True, True), (False, False)])
+def test_fused_attention_with_dropout_is_named_in_16_bits_only(autocast: bool,
+                                                               named: bool) -> None:
+    """GPT-2 (2 layers) trains with attention dropout: two fused attention calls in bf16
+    under autocast, named; in fp32 no cuDNN or flash kernel takes them, not named."""
+    zm = get_model("gpt2", batch_size=2, seq_len=64, n_layer=2)
+    with warnings.catch_warnings(), torch.autocast("cpu", dtype=torch.bfloat16,
+                                                   enabled=autocast):
+        warnings.simplefilter("ignore")
+        t = roofline.trace(zm.model, *zm.train_inputs, train=True, fake=True)
+        notes = [n for n in roofline.analyze(t, "H100 SXM").assumptions if NOTE in n]
+    assert ("fused attention with dropout, 2 calls, at 0.14-0.38" in notes[0]) is named

@@ -85,10 +85,23 @@ def _layer_norm_weight_gradient(op: OpRecord, spec: DeviceSpec) -> bool:
     return not split and blocks < (spec.compute_units or 0)
 
 
+#: The fused attention forwards of a trace (the CPU's stand-in for CUDA's kernel, and
+#: CUDA's own in a trace of real tensors)
+_ATTENTION = ("aten._scaled_dot_product_flash_attention_for_cpu.default",
+              "aten._scaled_dot_product_cudnn_attention.default",
+              "aten._scaled_dot_product_flash_attention.default",
+              "aten._scaled_dot_product_efficient_attention.default")
+
+
 def _fused_attention_with_dropout(trace: Trace) -> int:
-    """Attention calls with dropout traced as one fused kernel each (CUDA's)."""
+    """16-bit attention calls with dropout traced as one fused kernel each (CUDA's): cuDNN's
+    and flash attention's kernels take 16-bit inputs only; fp32 attention runs otherwise."""
     info = trace.info
-    return info.attention_calls if info.attention == "fused" else 0
+    if info.attention != "fused" or not info.attention_calls:
+        return 0
+    sixteen = sum(op.name in _ATTENTION and op.dtype in ("bfloat16", "float16")
+                  for op in trace.ops)
+    return min(info.attention_calls, sixteen)
 
 
 def note(trace: Trace, spec: DeviceSpec) -> list[str]:
