@@ -3,11 +3,12 @@
 The zoo's training steps on a lent H200 (torch 2.11, bf16 autocast; ``benchmarks/data/steps``,
 ``benchmarks/lent_h200.py``'s table of where the steps' time goes missing) set each op
 against its profiler-measured kernel time. Four kinds of kernel ran far slower than they are
-costed, in every transformer step, for reasons the time model does not capture yet. Each is
-one predicate on an op record, registered with what was measured: the lowest and highest
-ratio of costed to measured time over the steps that had it, each step's calls together.
-An analysis on an NVIDIA GPU names the kinds its trace holds and how many calls
-(:func:`note`); the numbers it predicts are unchanged.
+costed, in every transformer step, for reasons the time model does not capture yet. Three
+are a predicate on an op record each, registered with what was measured: the lowest and
+highest ratio of costed to measured time over the steps that had them, each step's calls
+together. The fourth, attention with dropout, is known from the trace's capture record
+(which calls had dropout), not from an op. An analysis on an NVIDIA GPU names the kinds its
+trace holds and how many calls (:func:`note`); the numbers it predicts are unchanged.
 """
 
 from __future__ import annotations
