@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from roofline.analysis.passes import LAYER_NORM_BACKWARD
 from roofline.hardware import DeviceSpec
-from roofline.tracing.records import OpRecord, Trace
+from roofline.tracing.records import Category, OpRecord, Trace
 
 #: ``LaunchGammaBetaBackwardCUDAKernel`` (pytorch/pytorch#148605, ``layer_norm_kernel.cu``)
 #: splits the rows over blocks only beyond this many rows; below, one block per 32 columns.
@@ -86,22 +86,15 @@ def _layer_norm_weight_gradient(op: OpRecord, spec: DeviceSpec) -> bool:
     return not split and blocks < (spec.compute_units or 0)
 
 
-#: The fused attention forwards of a trace (the CPU's stand-in for CUDA's kernel, and
-#: CUDA's own in a trace of real tensors)
-_ATTENTION = ("aten._scaled_dot_product_flash_attention_for_cpu.default",
-              "aten._scaled_dot_product_cudnn_attention.default",
-              "aten._scaled_dot_product_flash_attention.default",
-              "aten._scaled_dot_product_efficient_attention.default")
-
-
 def _fused_attention_with_dropout(trace: Trace) -> int:
     """16-bit attention calls with dropout traced as one fused kernel each (CUDA's): cuDNN's
     and flash attention's kernels take 16-bit inputs only; fp32 attention runs otherwise."""
     info = trace.info
     if info.attention != "fused" or not info.attention_calls:
         return 0
-    sixteen = sum(op.name in _ATTENTION and op.dtype in ("bfloat16", "float16")
-                  for op in trace.ops)
+    # the fused attention forwards (the CPU's stand-in for CUDA's kernel, or CUDA's own)
+    sixteen = sum(op.category == Category.ATTENTION and not op.backward_kernel
+                  and op.dtype in ("bfloat16", "float16") for op in trace.ops)
     return min(info.attention_calls, sixteen)
 
 
