@@ -1,5 +1,7 @@
 """BERT (Devlin et al. 2019) encoder, post-LN, with its masked-language-model head or SQuAD's
-span head."""
+span head (``get_model("bert-base", head="qa")``). ``padding_mask=True`` puts a (batch,
+tokens) attention mask in the example inputs, which every layer adds to its scores, as
+NVIDIA's and Hugging Face's BERT do."""
 
 from __future__ import annotations
 
