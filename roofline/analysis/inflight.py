@@ -55,10 +55,9 @@ row-wise kernels follow ``layer_norm_kernel.cu`` (pytorch/pytorch@0005c538e468):
 * RMS norm's ``_fused_rms_norm`` and its backward run these same kernels
   (:mod:`roofline.analysis.passes`).
 
-Batch norm in training, channels-first, where PyTorch runs its own kernels rather than
-cuDNN's: bf16 input, which ``_batch_norm_impl_index`` never sends to cuDNN
-(``aten/src/ATen/native/Normalization.cpp``; fp16 with fp32 weights and fp32 go to cuDNN,
-whose kernels are not public and are not modelled). ``Normalization.cuh``
+Batch norm in training, channels-first. PyTorch runs its own kernels for bf16 input, and
+for fp16 input with fp16 weights (``_batch_norm_impl_index`` sends neither to cuDNN:
+``aten/src/ATen/native/Normalization.cpp``). ``Normalization.cuh``
 (pytorch/pytorch@045df4353680) launches one block per channel, ``getNumThreads(H*W)`` x
 ``512 / that`` threads (512 in all), and each thread walks the batch and the plane one
 element at a time:
@@ -71,6 +70,20 @@ element at a time:
   (``batch_norm_backward_kernel``, ``Normalization.cu``'s "Fused reduction & elementwise
   kernel"): a reduction loop that loads the input and the output gradient, then a loop
   that loads both again and writes the input gradient: two rounds per 512 elements.
+
+fp16 with fp32 weights (autocast's) and fp32 go to cuDNN on NVIDIA GPUs, whose NCHW
+training kernels are not public. What is public reads as per-channel kernels of the
+same size, and no faster: profiles name them ``bn_fw_tr_1C11_kernel_NCHW<T, float, 512,
+...>`` and ``bn_bw_1C11_kernel_new<..., 512, ...>`` (pytorch/pytorch#57034,
+ryujaehun/pytorch-gpu-benchmark#8: statistics of shape 1 x C x 1 x 1, and 512 in the
+template, PyTorch's block size too; a reading of the names), and where one input was
+timed under both, cuDNN's kernel took 1.9x PyTorch's (PaddlePaddle's BatchNorm1D design
+note, 2022-05-22: 133 ms against 71.5 ms for 2,000,000 x 1 x 3 fp32; its PyTorch snippet
+reads 200,000 rows, but PyTorch runs its own kernel only beyond 880,801). So on NVIDIA GPUs
+they are given the same rounds, an assumption the analysis states; on other vendors only
+PyTorch's own kernels (bf16) are. With it, Lambda's PyTorch ResNet-50 AMP rows (NCHW,
+cuDNN's kernels) on the A100s and H100s went from 19-46% too fast to -2% to +3%, its V100
+and GDDR parts moving by 5 points or less (``docs/validation.md``).
 
 Blocks beyond the chip's resident ones (four of 512 threads per SM: 2,048 threads on
 sm_80 and sm_90) run in further waves, each its rounds again. On the lent H200
@@ -90,7 +103,7 @@ from roofline.tracing.records import OpRecord
 
 InFlight = Callable[[OpRecord, int], "float | None"]
 _KERNELS: dict[str, InFlight] = {}
-Rounds = Callable[[OpRecord, int, int], "int | None"]
+Rounds = Callable[[OpRecord, str, int], "int | None"]
 _ROUNDS: dict[str, Rounds] = {}
 F = TypeVar("F", InFlight, Rounds)
 
@@ -139,8 +152,8 @@ def dependent_loads(op: OpRecord, vendor: str, compute_units: int | None = None,
     """Loads a thread block of ``op``'s GPU kernel waits on one after another (times the
     waves its blocks take on ``compute_units`` SMs, where that is known), on a GPU of
     ``vendor``; None when the kernel or the vendor's build of it is not modelled."""
-    fn, threads = _ROUNDS.get(op.name), ROW_THREADS.get(vendor)
-    return fn(op, threads, compute_units or 0) if fn is not None and threads else None
+    fn = _ROUNDS.get(op.name)
+    return fn(op, vendor, compute_units or 0) if fn is not None else None
 
 
 def num_splits(rows: int, slots: int, n_blocks: int, max_splits: int = 128) -> int:
@@ -181,7 +194,10 @@ def _attention(op: OpRecord, sms: int) -> float | None:
 
 
 @register_rounds(*LAYER_NORM_FORWARD, *LAYER_NORM_BACKWARD)
-def _layer_norm(op: OpRecord, threads: int, units: int) -> int | None:
+def _layer_norm(op: OpRecord, vendor: str, units: int) -> int | None:
+    threads = ROW_THREADS.get(vendor)
+    if threads is None:  # no build of the kernel modelled
+        return None
     # rows: a per-row statistic (forward: output 1, the mean or RMS norm's rstd; backward:
     # input 2, the same), the rest is one row
     forward = op.name in LAYER_NORM_FORWARD
@@ -203,12 +219,16 @@ def _layer_norm(op: OpRecord, threads: int, units: int) -> int | None:
 #: (2,048 on sm_80 and sm_90; fewer on some parts, which then take more waves than counted).
 BATCH_NORM_THREADS = 512
 THREADS_PER_SM = 2048
+#: Dtypes whose channels-first batch norm runs per-channel kernels on NVIDIA GPUs beyond bf16:
+#: PyTorch's own (fp16 with fp16 weights) or cuDNN's NCHW ones, given the same rounds.
+CUDNN_PER_CHANNEL = ("float16", "float32")
 BATCH_NORM_FORWARD = ("aten.native_batch_norm.default",
                       "aten._native_batch_norm_legit.default",
                       "aten._native_batch_norm_legit_functional.default",
                       "aten._batch_norm_with_update.default")
 BATCH_NORM_BACKWARD = ("aten.native_batch_norm_backward.default",
                        "aten.batch_norm_backward.default")
+BATCH_NORM_ALL = BATCH_NORM_FORWARD + BATCH_NORM_BACKWARD
 
 
 def _num_threads(n: int) -> int:
@@ -217,14 +237,16 @@ def _num_threads(n: int) -> int:
 
 
 @register_rounds(*BATCH_NORM_FORWARD, *BATCH_NORM_BACKWARD)
-def _batch_norm(op: OpRecord, threads: int, units: int) -> int | None:
-    del threads  # batch norm's blocks are its own size, not the row-wise kernels'
+def _batch_norm(op: OpRecord, vendor: str, units: int) -> int | None:
+    if vendor not in ROW_THREADS:  # no build of the kernels modelled
+        return None
     shapes, forward = op.input_shapes, op.name in BATCH_NORM_FORWARD
     # the activation: the forward's first input, the backward's second (after grad_out)
     at = 0 if forward else 1
     x: tuple[int, ...] = tuple(shapes[at]) if len(shapes) > at else ()
-    if op.dtype != "bfloat16" or op.channels_last or len(x) < 3 or not units:
-        return None  # cuDNN's kernels, or the channels-last grid: not these
+    per_channel = ("bfloat16",) + (CUDNN_PER_CHANNEL if vendor == "NVIDIA" else ())
+    if op.dtype not in per_channel or op.channels_last or len(x) < 3 or not units:
+        return None  # another vendor's library, or the channels-last grid: not these
     stats = op.output_shapes[1] if len(op.output_shapes) > 1 else ()
     if forward and (not stats or 0 in stats):
         return None  # evaluation: the elementwise transform alone

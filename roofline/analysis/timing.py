@@ -690,7 +690,16 @@ def _in_flight_seconds(trace: Trace, spec: DeviceSpec, rates: Rates, moved: np.n
         rounds = inflight.dependent_loads(op, spec.vendor, units)
         if rounds:  # the launch overhead holds the first latency
             waits[i] = (rounds - 1) * latency.value
-    bound, rows = int((seconds > memory).sum()), int((waits > np.maximum(memory, seconds)).sum())
+    held = waits > np.maximum(memory, seconds)
+    cudnn = sum(1 for i in np.flatnonzero(held) if trace.ops[i].dtype != "bfloat16"
+                and trace.ops[i].name in inflight.BATCH_NORM_ALL)
+    _in_flight_notes(rates, latency, int((seconds > memory).sum()), int(held.sum()), cudnn)
+    return np.maximum(seconds, waits)
+
+
+def _in_flight_notes(rates: Rates, latency: Figure, bound: int, rows: int, cudnn: int,
+                     ) -> None:
+    """Say how many kernels the latency roof binds, and which of them are cuDNN's."""
     if bound or rows:
         rates.used.setdefault("DRAM latency", latency)
     ns = f"{latency.value * 1e9:.0f} ns"
@@ -701,12 +710,16 @@ def _in_flight_seconds(trace: Trace, spec: DeviceSpec, rates: Rates, moved: np.n
                    f"latency roof more bandwidth does not lower (bytes_in_flight=False: none)")
     if rows:
         rates.note(f"{rows} layer- or batch-norm kernel(s) wait on their loads one after "
-                   f"another (a layer norm of few rows; a bf16 channels-first batch norm, "
-                   f"one block per channel): each block takes at least its rounds of DRAM "
-                   f"latency "
-                   f"({ns} each; roofline.analysis.inflight), a latency roof more bandwidth "
-                   f"does not lower (bytes_in_flight=False: none)")
-    return np.maximum(seconds, waits)
+                   f"another (a layer norm of few rows; a channels-first batch norm in "
+                   f"training, one block per channel): each block takes at least its rounds "
+                   f"of DRAM latency ({ns} each; roofline.analysis.inflight), a latency roof "
+                   f"more bandwidth does not lower (bytes_in_flight=False: none)")
+    if cudnn:
+        rates.note(f"{cudnn} of them fp16 or fp32 batch norms: with fp32 weights (autocast's) "
+                   f"cuDNN's closed NCHW kernels run them, given the rounds of PyTorch's own "
+                   f"per-channel kernel (public profiles show 512-thread blocks per channel, "
+                   f"no faster than PyTorch's where both were timed: "
+                   f"roofline.analysis.inflight); bytes_in_flight=False: none")
 
 
 def _drop_layout(trace: Trace, spec: DeviceSpec, opts: Options, roofs: np.ndarray,
