@@ -79,7 +79,10 @@ ryujaehun/pytorch-gpu-benchmark#8: statistics of shape 1 x C x 1 x 1, and 512 in
 template, PyTorch's block size too; a reading of the names), and where one input was
 timed under both, cuDNN's kernel took 1.9x PyTorch's (PaddlePaddle's BatchNorm1D design
 note, 2022-05-22: 133 ms against 71.5 ms for 2,000,000 x 1 x 3 fp32; its PyTorch snippet
-reads 200,000 rows, but PyTorch runs its own kernel only beyond 880,801). So on NVIDIA GPUs
+reads 200,000 rows, but PyTorch runs its own kernel only beyond 880,801; and on a GTX 980
+under 2016's cuDNN, tensorflow/tensorflow#1759: 30 and 118 ms per forward and backward of 32
+channels of 64 x 64 and 128 x 128 at batch 128, about 20x both their bytes' time at 224
+GB/s and the rounds given here at 450 ns each). So on NVIDIA GPUs
 they are given the same rounds, an assumption the analysis states; on other vendors only
 PyTorch's own kernels (bf16) are. With it, Lambda's PyTorch ResNet-50 AMP rows (NCHW,
 cuDNN's kernels) on the A100s and H100s went from 19-46% too fast to -2% to +3%, its V100
