@@ -370,6 +370,55 @@ def rowwise_rows() -> list[list[str]]:
     return out
 
 
+#: Liger-Kernel's PyTorch baselines (``benchmarks/data/kernels/extract_liger_rowwise.py``):
+#: file name part -> registry device. No figure or fit was taken from them.
+LIGER_ROWWISE = (("a100_sxm_80gb", "A100 SXM 80GB"), ("h100_sxm", "H100 SXM"),
+                 ("rtx_3090", "RTX 3090"))
+_TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+@functools.cache
+def _liger_trace(op: str, rows: int, cols: int, dtype: str) -> Trace:
+    """One of Liger-Kernel's PyTorch forwards on fake tensors: ``nn.LayerNorm`` in fp32 or
+    ``nn.Softmax``, over an input that requires grad, as its scripts make it."""
+    x = torch.empty(rows, cols, dtype=_TORCH_DTYPES[dtype], device="meta").requires_grad_()
+    return roofline.trace(_rowwise_step(op, rows, cols, torch.float32), x, fake=True)
+
+
+def liger_rows() -> list[list[str]]:
+    """Liger-Kernel's timings of PyTorch's layer norm and softmax against the default model
+    (with the launch overhead: CUDA events around each call hold the kernel's start), and
+    layer norm with the device's own layer_norm figure held out."""
+    out = []
+    for name, device in LIGER_ROWWISE:
+        spec = roofline.get_device(device)
+        for file in sorted(DATA.glob(f"rowwise_liger_{name}_*.csv.gz")):
+            header, data = _rows(file.name)
+            for op in sorted(set(data[:, header.index("op")])):
+                sel = data[data[:, header.index("op")] == op]
+                measured = sel[:, header.index("seconds")].astype(float)
+                traces = [_liger_trace(op, int(r), int(c), str(d)) for r, c, d in zip(
+                    sel[:, header.index("rows")], sel[:, header.index("cols")],
+                    sel[:, header.index("dtype")], strict=True)]
+                cells = [device, op, str(sel[0, header.index("dtype")]), str(len(traces)),
+                         f"{int(sel[0, header.index('rows')])} x "
+                         f"{int(sel[:, header.index('cols')].astype(int).min())}-"
+                         f"{int(sel[:, header.index('cols')].astype(int).max())}",
+                         f"{measured.min() * 1e6:.0f}-{measured.max() * 1e6:.0f} us"]
+                held = _held_out_layer_norm(spec) if op == "layer_norm" else None
+                for label, on, options in (("datasheet", spec, DATASHEET),
+                                           ("default", spec, {}), ("held out", held, {})):
+                    if on is None:
+                        cells += ["-", "-"]
+                        continue
+                    err = _errors(np.array([roofline.analyze(t, on, **options).device_seconds
+                                            for t in traces]), measured)
+                    cells += [f"{err[0]:.1%}"] if label == "datasheet" else [
+                        f"{err[0]:.1%}", f"{err[2]:+.2f}"]
+                out.append(cells)
+    return out
+
+
 #: Rows from which vidur's layer norms fill the chip: below, one block's row (5-7 us at a
 #: single row, vidur's 1-row timings) and the A40's 6 MB L2 set the time, not the stream.
 FULL_CHIP_ROWS = 1024
@@ -879,6 +928,12 @@ def main() -> int:
           "ten rounds of DRAM latency per row, the first in the overhead)\n")
     print(table(["device", "shapes", "measured", "before", "error", "bias", "now", "error",
                  "bias", "DRAM latency"], few_rows_rows()))
+    print("\nRow-wise kernels held out (Liger-Kernel's timings of PyTorch's own forwards, "
+          "triton.testing.do_bench medians; no figure or fit was taken from them; held out: "
+          "layer norm at the copy figure times the other measured GPUs' median ratio of "
+          "layer norm to copy, as above)\n")
+    print(table(["device", "op", "dtype", "shapes", "rows x cols", "measured", "datasheet",
+                 "default", "bias", "held out", "bias"], liger_rows()))
     return 0
 
 
