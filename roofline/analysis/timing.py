@@ -709,17 +709,16 @@ def _in_flight_notes(rates: Rates, latency: Figure, bound: int, rows: int, cudnn
                    f"DRAM latency ({ns}; Little's law, roofline.analysis.inflight), a "
                    f"latency roof more bandwidth does not lower (bytes_in_flight=False: none)")
     if rows:
+        cudnn_note = (
+            f"; {cudnn} of them fp16 or fp32 batch norms, which with fp32 weights "
+            f"(autocast's) cuDNN's closed NCHW kernels run: given the rounds of PyTorch's own "
+            f"per-channel kernel (public profiles show 512-thread blocks per channel, no "
+            f"faster than PyTorch's where both were timed)") if cudnn else ""
         rates.note(f"{rows} layer- or batch-norm kernel(s) wait on their loads one after "
                    f"another (a layer norm of few rows; a channels-first batch norm in "
                    f"training, one block per channel): each block takes at least its rounds "
                    f"of DRAM latency ({ns} each; roofline.analysis.inflight), a latency roof "
-                   f"more bandwidth does not lower (bytes_in_flight=False: none)")
-    if cudnn:
-        rates.note(f"{cudnn} of them fp16 or fp32 batch norms: with fp32 weights (autocast's) "
-                   f"cuDNN's closed NCHW kernels run them, given the rounds of PyTorch's own "
-                   f"per-channel kernel (public profiles show 512-thread blocks per channel, "
-                   f"no faster than PyTorch's where both were timed: "
-                   f"roofline.analysis.inflight); bytes_in_flight=False: none")
+                   f"more bandwidth does not lower (bytes_in_flight=False: none){cudnn_note}")
 
 
 def _drop_layout(trace: Trace, spec: DeviceSpec, opts: Options, roofs: np.ndarray,
