@@ -377,11 +377,25 @@ LIGER_ROWWISE = (("a100_sxm_80gb", "A100 SXM 80GB"), ("h100_sxm", "H100 SXM"),
 _TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
+def _llama_rms_norm(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """Hugging Face's ``LlamaRMSNorm.forward`` as Liger-Kernel's script writes it out."""
+    hidden = x.to(torch.float32)
+    variance = hidden.pow(2).mean(-1, keepdim=True)
+    hidden = hidden * torch.rsqrt(variance + 1e-6)
+    return weight * hidden.to(x.dtype)
+
+
 @functools.cache
 def _liger_trace(op: str, rows: int, cols: int, dtype: str) -> Trace:
-    """One of Liger-Kernel's PyTorch forwards on fake tensors: ``nn.LayerNorm`` in fp32 or
-    ``nn.Softmax``, over an input that requires grad, as its scripts make it."""
+    """One of Liger-Kernel's PyTorch forwards on fake tensors, over an input that requires
+    grad, as its scripts make it: ``nn.LayerNorm`` in fp32, ``nn.Softmax``, Hugging Face's
+    RMS norm (fp32 weight), ``nn.CrossEntropyLoss`` over random targets."""
     x = torch.empty(rows, cols, dtype=_TORCH_DTYPES[dtype], device="meta").requires_grad_()
+    if op == "rms_norm":
+        return roofline.trace(_llama_rms_norm, x, torch.ones(cols, device="meta"), fake=True)
+    if op == "cross_entropy":
+        return roofline.trace(nn.functional.cross_entropy, x,
+                              torch.zeros(rows, dtype=torch.long, device="meta"), fake=True)
     return roofline.trace(_rowwise_step(op, rows, cols, torch.float32), x, fake=True)
 
 
