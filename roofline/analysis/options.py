@@ -75,7 +75,9 @@ class Options:
         few thread blocks a ``latency`` roof: its bytes at the bytes its blocks keep in
         flight per latency (Little's law; ``roofline.analysis.inflight``), which more
         bandwidth does not lower; likewise a layer norm whose row's block waits on its
-        loads one after another (few rows: the rounds of DRAM latency beyond the first);
+        loads one after another (few rows: the rounds of DRAM latency beyond the first),
+        and a channels-first batch norm in training, one block per channel (bf16, and on
+        NVIDIA GPUs fp16 and fp32 too, cuDNN's kernels given PyTorch's rounds);
         ``False``: none.
     host_samples_per_s : float, optional
         A ceiling off the device, in samples per second (an input pipeline that delivers
