@@ -108,3 +108,21 @@ def test_fused_attention_with_dropout_is_named_in_16_bits_only(autocast: bool,
         t = roofline.trace(zm.model, *zm.train_inputs, train=True, fake=True)
         notes = [n for n in roofline.analyze(t, "H100 SXM").assumptions if NOTE in n]
     assert ("fused attention with dropout, 2 calls, at 0.14-0.38" in notes[0]) is named
+
+
+@pytest.mark.parametrize(("cols", "dtype", "named"), [
+    (4096, torch.bfloat16, True),  # 8 KiB rows: the cached kernel
+    (2048, torch.float16, True),
+    (1024, torch.bfloat16, False),  # the persistent warp kernel (up to 1,024 elements)
+    (4096, torch.float32, False),  # fp32 runs the cached kernel at about its costed speed
+    (32768, torch.bfloat16, False),  # 64 KiB rows: beyond the 48 KiB a block caches
+])
+def test_16_bit_softmax_over_cached_rows_is_named(cols: int, dtype: torch.dtype,
+                                                  named: bool) -> None:
+    x = torch.empty(64, cols, dtype=dtype, device="meta")
+    t = roofline.trace(lambda a: torch.softmax(a, -1), x, fake=True)
+    notes = [n for n in roofline.analyze(t, "H100 SXM").assumptions if NOTE in n]
+    assert bool(notes) == named
+    if named:
+        assert "16-bit softmax over rows of 1,025 elements up to what a block caches in " \
+            "shared memory, 1 calls, at 0.34-0.71" in notes[0]

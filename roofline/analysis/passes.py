@@ -98,6 +98,15 @@ def _in_shared_memory(n: int, size: int) -> bool:
     return n * size < SHARED_MEMORY_PER_BLOCK - warps * 4 and (n * size) % 16 == 0
 
 
+def cached_rows(op: OpRecord) -> bool:
+    """Whether a softmax or log-softmax forward runs PyTorch's shared-memory kernel
+    (``cunn_SoftMaxForwardSmem``): rows longer than the persistent kernel takes that a
+    block can cache."""
+    row = _row(op, 0) if op.name in _FORWARD else None
+    return row is not None and not _persistent(row[1], row[2]) \
+        and _in_shared_memory(row[1], row[2])
+
+
 def input_gradient(op: OpRecord) -> bool:
     """Whether a layer- or RMS-norm backward computes the input's gradient (output 0, the
     shape of input 1): outputs not asked for are not traced, and without it only the

@@ -7,7 +7,10 @@ costed, in every transformer step, for reasons the time model does not capture y
 are a predicate on an op record each, registered with what was measured: the lowest and
 highest ratio of costed to measured time over the steps that had them, each step's calls
 together. The fourth, attention with dropout, is known from the trace's capture record
-(which calls had dropout), not from an op. An analysis on an NVIDIA GPU names the kinds its
+(which calls had dropout), not from an op. A fifth comes from the H200's row-wise kernel
+table (``benchmarks/data/kernels``): 16-bit softmax over rows PyTorch's kernel caches in
+shared memory, its ratio over the table's shapes of 2^22 elements and more, and the same
+kind on two more GPUs in published tables. An analysis on an NVIDIA GPU names the kinds its
 trace holds and how many calls (:func:`note`); the numbers it predicts are unchanged.
 """
 
@@ -17,7 +20,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from roofline.analysis.passes import LAYER_NORM_BACKWARD
+from roofline.analysis.passes import LAYER_NORM_BACKWARD, cached_rows
 from roofline.hardware import DeviceSpec
 from roofline.tracing.records import Category, OpRecord, Trace
 
@@ -84,6 +87,15 @@ def _layer_norm_weight_gradient(op: OpRecord, spec: DeviceSpec) -> bool:
     blocks = -(-features // GAMMA_BETA_COLUMNS)
     split = rows > GAMMA_BETA_SPLIT_ROWS and 2 * blocks < (spec.compute_units or 0)
     return not split and blocks < (spec.compute_units or 0)
+
+
+@register("16-bit softmax over rows of 1,025 elements up to what a block caches in shared "
+          "memory", (0.34, 0.71),
+          "PyTorch's cached kernel, cunn_SoftMaxForwardSmem, one 1,024-thread block per row, "
+          "takes about as long per element in 16 bits as in fp32, whose bytes are twice as "
+          "many; 0.56-0.57 on LLMCompass's A100 rows, 0.37-0.63 on Liger-Kernel's RTX 3090")
+def _cached_softmax(op: OpRecord, spec: DeviceSpec) -> bool:
+    return op.dtype in ("bfloat16", "float16") and cached_rows(op)
 
 
 def _fused_attention_with_dropout(trace: Trace) -> int:
