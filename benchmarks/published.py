@@ -87,11 +87,14 @@ class Workload:
     attention: AttentionMode = "fused"
     # NVIDIA's PyTorch ResNet-50 runs AMP in NHWC ("memory_format: nhwc" for every AMP
     # platform in PyTorch/Classification/ConvNets/configs.yml, NVIDIA/DeepLearningExamples
-    # @097c7ff917b7); its TF32/FP32 runs and Lambda's (NCHW in their logs) are channels-first,
-    # and so is the code of its TensorFlow ResNet-50 of the 20.06 tables (--data_format NCHW
-    # until 2021-04: TensorFlow/Classification/ConvNets/utils/cmdline_helper.py @c4f90be49931),
-    # though TensorFlow's graph rewriter may have run its fp16 convolutions NHWC (see
-    # docs/validation.md)
+    # @097c7ff917b7); its TF32/FP32 runs and Lambda's (NCHW in their logs) are channels-first.
+    # TensorFlow's code builds its ResNets channels-first too (NVIDIA's --data_format NCHW
+    # until 2021-04: TensorFlow/Classification/ConvNets/utils/cmdline_helper.py @c4f90be49931;
+    # tf_cnn_benchmarks' default), but its graph rewriter runs them NHWC where at least half
+    # the GPUs have compute capability 7.0 or more and half the convolutions are fp16
+    # (GetSrcAndDstDataFormats, tensorflow/core/grappler/optimizers/
+    # generic_layout_optimizer.cc, NVIDIA/tensorflow@eaf50b258307, the TF 1.15 line of
+    # NVIDIA's containers; TF 2.0 on: the TensorFlow team's note on tensorflow/tensorflow#26342)
     channels_last: bool = False
     # llama.cpp evaluates a prompt in micro-batches of this many tokens, each over the KV
     # cache of the ones before, and computes the last token's logits only (llama-bench's
@@ -179,8 +182,9 @@ def workload(row: pd.Series) -> Workload | None:
     # BertForQuestionAnswering: the encoder and a 2-way span head, no MLM head
     squad = zoo.startswith("bert") and "SQuAD" in str(row.model)
     precision = precision_of(row.precision)
-    nhwc = (zoo.startswith("resnet") and precision == "amp"
-            and str(row.source).startswith("NVIDIA") and "PyTorch" in str(row.framework))
+    nhwc = zoo.startswith("resnet") and precision == "amp" and (
+        (str(row.source).startswith("NVIDIA") and "PyTorch" in str(row.framework))
+        or ("TensorFlow" in str(row.framework) and _volta_or_later(str(row.device))))
     return Workload(zoo, row.task, precision, batch, seq,
                     fp16_accumulate=llama_cpp and precision == "half",
                     attention="eager" if zoo.startswith(("bert", "transformer")) or prompt
@@ -214,6 +218,16 @@ DEVICE_NAMES = {
 
 def device(name: str) -> roofline.DeviceSpec:
     return roofline.get_device(DEVICE_NAMES.get(name, name))
+
+
+def _volta_or_later(name: str) -> bool:
+    """Whether the device is an NVIDIA GPU of compute capability 7.0 or more (its ISA,
+    ``sm_70`` on), where TensorFlow's layout optimizer runs fp16 convolutions NHWC."""
+    try:
+        isa = device(name).isa or ""
+    except LookupError:  # a device not in the registry: its rows are skipped anyway
+        return False
+    return isa.startswith("sm_") and int(isa[3:].rstrip("a")) >= 70
 
 
 _TRACES: dict[Workload, list[roofline.Trace]] = {}
