@@ -8,7 +8,8 @@ several batches), builds the zoo's equivalent model for each covered
 family at the published batch, precision and sequence length (fake tensors), traced as
 the source ran it where its code says how (attention written out by NVIDIA's BERT and
 Transformer, llama.cpp's prompt micro-batches, NVIDIA's SQuAD model and optimizers:
-``benchmarks/recipes.py``), predicts
+``benchmarks/recipes.py``; NVIDIA's PyTorch AMP ResNets, and TensorFlow's fp16 ones on
+compute capability 7.0 and later, in NHWC: ``Workload.channels_last``), predicts
 the speedup between the two devices, and prints each pair's predicted and measured
 ratio, then the median and 90th-percentile error per source and precision. It also
 predicts each row's absolute throughput (samples/s, or ms per iteration) against the
