@@ -239,7 +239,7 @@ def _num_threads(n: int) -> int:
     return next((t for t in (32, 64, 128, 256) if n <= t), BATCH_NORM_THREADS)
 
 
-@register_rounds(*BATCH_NORM_FORWARD, *BATCH_NORM_BACKWARD)
+@register_rounds(*BATCH_NORM_ALL)
 def _batch_norm(op: OpRecord, vendor: str, units: int) -> int | None:
     if vendor not in ROW_THREADS:  # no build of the kernels modelled
         return None

@@ -691,8 +691,8 @@ def _in_flight_seconds(trace: Trace, spec: DeviceSpec, rates: Rates, moved: np.n
         if rounds:  # the launch overhead holds the first latency
             waits[i] = (rounds - 1) * latency.value
     held = waits > np.maximum(memory, seconds)
-    cudnn = sum(1 for i in np.flatnonzero(held) if trace.ops[i].dtype != "bfloat16"
-                and trace.ops[i].name in inflight.BATCH_NORM_ALL)
+    cudnn = sum(1 for i in np.flatnonzero(held) if trace.ops[i].name in inflight.BATCH_NORM_ALL
+                and trace.ops[i].dtype in inflight.CUDNN_PER_CHANNEL)
     _in_flight_notes(rates, latency, int((seconds > memory).sum()), int(held.sum()), cudnn)
     return np.maximum(seconds, waits)
 
