@@ -44,6 +44,7 @@ from torch import nn
 import roofline
 from roofline.analysis.gemm import (
     CONV_SLOWDOWN,
+    CONV_WORK_PER_UNIT,
     DGRAD_STRIDED,
     WGRAD_ONE_TILE,
     WGRAD_TILE_EXPONENT,
@@ -617,12 +618,12 @@ H200_CONV_TABLES = (("conv_roofline_h200_sxm_fp16.csv.gz", "fp16", "fp16"),
 
 
 @contextlib.contextmanager
-def _conv_slowdown(dtype: str, factor: float) -> Iterator[None]:
-    """The library's convolution factor of ``dtype`` (and bf16's with fp16's) set to
-    ``factor`` inside the block."""
+def _conv_slowdown(dtype: str, factors: tuple[float, float]) -> Iterator[None]:
+    """The library's convolution factors (small, large) of ``dtype`` (and bf16's with
+    fp16's) set to ``factors`` inside the block."""
     keys = ("fp16", "bf16") if dtype == "fp16" else (dtype,)
     saved = {k: CONV_SLOWDOWN[k] for k in keys}
-    CONV_SLOWDOWN.update(dict.fromkeys(keys, factor))
+    CONV_SLOWDOWN.update(dict.fromkeys(keys, factors))
     try:
         yield
     finally:
@@ -630,15 +631,16 @@ def _conv_slowdown(dtype: str, factor: float) -> Iterator[None]:
 
 
 #: (device, engine dtype, each layer's (forward, backward) ops, forward seconds, backward
-#: seconds, analysis options) of one convolution table
+#: seconds, analysis options, each layer's forward FLOPs per compute unit) of one table
 ConvTable = tuple[str, str, list[tuple[tuple[OpRecord, ...], tuple[OpRecord, ...]]],
-                  np.ndarray, np.ndarray, dict[str, object]]
+                  np.ndarray, np.ndarray, dict[str, object], np.ndarray]
 
 
 def _tensor_core_convs() -> list[ConvTable]:
     """(device, engine dtype, each layer's (forward, backward) ops, forward seconds, backward
-    seconds, analysis options) of each convolution table on the tensor cores, its layers of
-    >= CONV_MIN_CHANNELS input channels (first layers are a different kernel)."""
+    seconds, analysis options, forward FLOPs per SM) of each convolution table on the tensor
+    cores, its layers of >= CONV_MIN_CHANNELS input channels (first layers are a different
+    kernel)."""
     tables: list[tuple[str, str, str, dict[str, np.ndarray], dict[str, object]]] = [
         (device, dtype, "fp16", col, {}) for device, dtype, col in _conv_tables()
         if dtype == "fp16"]
@@ -651,51 +653,69 @@ def _tensor_core_convs() -> list[ConvTable]:
     for device, dtype, engine, col, options in tables:
         keep = (col["c"] >= CONV_MIN_CHANNELS) & ~np.isnan(col["dgrad_seconds"])
         shapes = [tuple(int(col[c][i]) for c in CONV_SHAPE) for i in np.flatnonzero(keep)]
-        out.append((device, engine, [_conv_ops(sh, dtype, True) for sh in shapes],
-                    col["forward_seconds"][keep],
-                    col["dgrad_seconds"][keep] + col["wgrad_seconds"][keep], options))
+        layers = [_conv_ops(sh, dtype, True) for sh in shapes]
+        units = roofline.get_device(device).compute_units or 1
+        work = np.array([sum(op.flops for op in f) / units for f, _ in layers])
+        out.append((device, engine, layers, col["forward_seconds"][keep],
+                    col["dgrad_seconds"][keep] + col["wgrad_seconds"][keep], options, work))
     return out
 
 
 def _conv_factor(device: str, dtype: str,
                  layers: list[tuple[tuple[OpRecord, ...], tuple[OpRecord, ...]]],
                  measured: np.ndarray, options: dict[str, object]) -> float:
-    """The convolution factor at which the median of measured over predicted forward time of
-    these layers is 1 (bisection: the prediction grows with the factor)."""
+    """The convolution factor (one, for layers of any size) at which the median of measured
+    over predicted forward time of these layers is 1 (bisection: the prediction grows with
+    the factor)."""
     low, high = 0.5, 8.0
     for _ in range(30):
         mid = (low * high) ** 0.5
-        with _conv_slowdown(dtype, mid):
+        with _conv_slowdown(dtype, (mid, mid)):
             predicted = _pass_seconds([f for f, _ in layers], device, **options)
         low, high = (mid, high) if np.median(measured / predicted) > 1 else (low, mid)
     return (low * high) ** 0.5
 
 
+def _own_factors(t: ConvTable) -> tuple[float, float, int, int]:
+    """A table's (small, large) factors, each fitted to its layers of that size
+    (CONV_WORK_PER_UNIT), and how many layers each took."""
+    device, dtype, layers, fwd, _, options, work = t
+    small, large = work <= CONV_WORK_PER_UNIT[0], work >= CONV_WORK_PER_UNIT[1]
+    pick = [[layer for layer, keep in zip(layers, sel, strict=True) if keep]
+            for sel in (small, large)]
+    return (_conv_factor(device, dtype, pick[0], fwd[small], options),
+            _conv_factor(device, dtype, pick[1], fwd[large], options),
+            int(small.sum()), int(large.sum()))
+
+
 def conv_factor_rows() -> tuple[list[list[str]], list[float]]:
-    """Per tensor-core convolution table: the factor that fits it, the median of the other
-    tables' of its dtype (held out; none for a dtype measured once), and the forward's and
-    backward's median error and bias without the factor, at the library's and held out;
-    also the held-out factors' errors against each table's own."""
+    """Per tensor-core convolution table: its own small and large factors and the medians of
+    the other tables' of its dtype (held out; none for a dtype measured once), and the
+    forward's and backward's median error and bias over all its layers without a factor,
+    with one factor for every size (its own), at the library's and held out; also the
+    held-out factors' errors against each table's own."""
     tables = _tensor_core_convs()
-    own = [_conv_factor(d, e, layers, fwd, opts) for d, e, layers, fwd, _, opts in tables]
+    own = [_own_factors(t) for t in tables]
+    single = [_conv_factor(d, e, layers, fwd, opts) for d, e, layers, fwd, _, opts, _ in tables]
     rows, held_errors = [], []
-    for i, (device, dtype, layers, fwd, bwd, opts) in enumerate(tables):
-        others = [f for j, f in enumerate(own) if j != i and tables[j][1] == dtype]
-        held = float(np.median(others)) if others else None
-        cells = [device, dtype, str(len(layers)), f"{own[i]:.2f}",
-                 "-" if held is None else f"{held:.2f}",
-                 "-" if held is None else f"{held / own[i] - 1:+.0%}"]
+    for i, (device, dtype, layers, fwd, bwd, opts, _) in enumerate(tables):
+        others = [own[j] for j in range(len(tables)) if j != i and tables[j][1] == dtype]
+        held = (float(np.median([o[0] for o in others])),
+                float(np.median([o[1] for o in others]))) if others else None
+        cells = [device, dtype, f"{own[i][2]} / {own[i][3]}",
+                 f"{own[i][0]:.2f} / {own[i][1]:.2f}",
+                 "-" if held is None else f"{held[0]:.2f} / {held[1]:.2f}"]
         if held is not None:
-            held_errors.append(abs(held / own[i] - 1))
+            held_errors += [abs(held[k] / own[i][k] - 1) for k in (0, 1)]
         for pass_, measured in ((0, fwd), (1, bwd)):
-            for factor in (1.0, CONV_SLOWDOWN[dtype], held):
-                if factor is None:
-                    cells += ["-", "-"]
+            for factors in ((1.0, 1.0), (single[i], single[i]), CONV_SLOWDOWN[dtype], held):
+                if factors is None:
+                    cells.append("-")
                     continue
-                with _conv_slowdown(dtype, factor):
+                with _conv_slowdown(dtype, factors):
                     predicted = _pass_seconds([ops[pass_] for ops in layers], device, **opts)
                 err = _errors(predicted, measured)
-                cells += [f"{err[0]:.1%}", f"{err[2]:+.2f}"]
+                cells.append(f"{err[0]:.1%} ({err[2]:+.2f})")
         rows.append(cells)
     return rows, held_errors
 
@@ -901,20 +921,24 @@ def main() -> int:
           "multiple of its FLOPs' time, in-sample)\n")
     print(table(["device", "dtype", "pass", "layers", "datasheet", "bias",
                  "without slowdown", "bias", "default", "bias"], conv_rows()))
+    low, high = CONV_WORK_PER_UNIT
     print("\nConvolutions on the tensor cores (layers of >= "
           f"{CONV_MIN_CHANNELS} input channels): the factor on the compute time of cuDNN's "
-          "implicit GEMM that brings each table's median forward error to 0, the median of the "
-          "other tables' of its dtype (held out), and the median error and bias of the forward "
-          "and the backward (input + weight gradients) without it, at the library's "
-          "(CONV_SLOWDOWN) and held out; DeepBench's V100 and T4 (cuDNN 7.6, NHWC, channels "
-          "padded to eights) and the lent H200's (cuDNN 9 under torch 2.11, CUDA graphs)\n")
+          "implicit GEMM that brings each table's median forward error to 0 over its small "
+          f"layers (forward FLOPs per SM <= {low:.0e}) and over its large ones (>= "
+          f"{high:.0e}), the medians of the other tables' of its dtype (held out), and the "
+          "median error (bias) of the forward and the backward (input + weight gradients) "
+          "over all its layers without a factor, with one factor for all sizes (the table's "
+          "own), at the library's (CONV_SLOWDOWN: small, large, log-linear between) and held "
+          "out; DeepBench's V100 and T4 (cuDNN 7.6, NHWC, channels padded to eights) and the "
+          "lent H200's (cuDNN 9 under torch 2.11, CUDA graphs)\n")
     factor_rows, held = conv_factor_rows()
-    print(table(["device", "dtype", "layers", "own factor", "held out", "error",
-                 "fwd x1", "bias", "fwd library", "bias", "fwd held out", "bias",
-                 "bwd x1", "bias", "bwd library", "bias", "bwd held out", "bias"], factor_rows))
+    print(table(["device", "dtype", "layers small / large", "own factors", "held out",
+                 "fwd x1", "fwd one factor", "fwd library", "fwd held out",
+                 "bwd x1", "bwd one factor", "bwd library", "bwd held out"], factor_rows))
     if held:
         print(f"\nheld-out factors against each table's own: median |error| "
-              f"{statistics.median(held):.1%}, worst {max(held):.1%} ({len(held)} tables)")
+              f"{statistics.median(held):.1%}, worst {max(held):.1%} ({len(held)} factors)")
     print("\nBatched GEMM (AIConfigurator's MLA bmm; not fitted: the device's GEMM fit)\n")
     print(table(["device", "dtype", "shapes", "datasheet", "tiles", "fitted", "bias"],
                 bmm_rows()))

@@ -210,14 +210,15 @@ def test_strided_convolution_input_gradient_runs_at_the_measured_multiple() -> N
 
 def test_tensor_core_convolutions_run_at_the_measured_multiple_of_their_flops_time() -> None:
     """A convolution on an NVIDIA GPU's tensor cores takes CONV_SLOWDOWN x the time of its
-    FLOPs at the engine's rate (cuDNN's implicit GEMM: DeepBench's and the H200's tables);
-    TF32 no longer than the fp32 vector units would take (cuDNN runs its fastest algorithm);
-    fp32 on the vector units, and another vendor's GPU, keep the FLOPs' time."""
-    from roofline.analysis.gemm import CONV_NOTE, CONV_SLOWDOWN
+    FLOPs at the engine's rate (cuDNN's implicit GEMM: DeepBench's and the H200's tables),
+    the large factor for a forward of >= 1e8 FLOPs per SM, the small one for <= 3e7; TF32
+    no longer than the fp32 vector units would take (cuDNN runs its fastest algorithm); fp32
+    on the vector units, and another vendor's GPU, keep the FLOPs' time."""
+    from roofline.analysis.gemm import CONV_NOTE, CONV_SLOWDOWN, CONV_WORK_PER_UNIT
     from roofline.hardware.engines import Engine
 
-    def conv(dtype: torch.dtype) -> Trace:
-        x = torch.empty(64, 256, 28, 28, dtype=dtype, device="meta").to(
+    def conv(dtype: torch.dtype, batch: int = 64) -> Trace:
+        x = torch.empty(batch, 256, 28, 28, dtype=dtype, device="meta").to(
             memory_format=torch.channels_last)
         w = torch.empty(256, 256, 3, 3, dtype=dtype, device="meta").to(
             memory_format=torch.channels_last)
@@ -232,24 +233,65 @@ def test_tensor_core_convolutions_run_at_the_measured_multiple_of_their_flops_ti
                                                 > float(plain.compute_seconds[0]))
         return float(a.compute_seconds[0] / plain.compute_seconds[0])
 
+    # the forward: 2 x 64 x 28 x 28 x 256 x 256 x 9 = 59.2 GFLOP, 548M per SM of the A100's
+    # 108 and 449M of the H100 SXM's 132 (large); at batch 1, 8.6M per A100 SM (small)
+    assert CONV_WORK_PER_UNIT[1] < 2 * 64 * 28 * 28 * 256 * 256 * 9 / 132
+    assert CONV_WORK_PER_UNIT[0] > 2 * 1 * 28 * 28 * 256 * 256 * 9 / 108
     half, single = conv(torch.float16), conv(torch.float32)
-    assert factor(half, "a100") == pytest.approx(CONV_SLOWDOWN["fp16"])
-    assert factor(half, "h100") == pytest.approx(CONV_SLOWDOWN["fp16"])
+    assert factor(half, "a100") == pytest.approx(CONV_SLOWDOWN["fp16"][1])
+    assert factor(half, "h100") == pytest.approx(CONV_SLOWDOWN["fp16"][1])
+    assert factor(conv(torch.float16, batch=1), "a100") == pytest.approx(CONV_SLOWDOWN["fp16"][0])
     assert CONV_SLOWDOWN["bf16"] == CONV_SLOWDOWN["fp16"]
     # TF32 (PyTorch's default for convolutions): the A100's TF32 rate is 8x its fp32
     # vector rate on the datasheet (156 / 19.5 TFLOP/s), so the full factor applies
     a = roofline.analyze(single, "a100")
-    assert a.engine_flops_per_s(Engine("matrix", "tf32")) > CONV_SLOWDOWN["tf32"] * \
+    assert a.engine_flops_per_s(Engine("matrix", "tf32")) > CONV_SLOWDOWN["tf32"][0] * \
         a.engine_flops_per_s(Engine("vector", "fp32"))  # type: ignore[operator]
-    assert factor(single, "a100") == pytest.approx(CONV_SLOWDOWN["tf32"])
+    assert factor(single, "a100") == pytest.approx(CONV_SLOWDOWN["tf32"][1])
     # an RTX 3090's TF32 peak is its fp32 vector peak (35.6 TFLOP/s each): the vector
     # units' time caps the factor
     g = roofline.analyze(single, "rtx 3090")
     tf32, simt = (g.engine_flops_per_s(Engine(kind, dtype))
                   for kind, dtype in (("matrix", "tf32"), ("vector", "fp32")))
-    assert tf32 is not None and simt is not None and tf32 / simt < CONV_SLOWDOWN["tf32"]
+    assert tf32 is not None and simt is not None and tf32 / simt < CONV_SLOWDOWN["tf32"][1]
     assert factor(single, "rtx 3090") == pytest.approx(max(1.0, tf32 / simt))
     # fp32 on the vector units (TF32 off, or a V100, which has no TF32), another vendor
     assert factor(single, "a100", tf32_conv=False) == 1.0
     assert factor(single, "v100") == 1.0
     assert factor(half, "mi300x") == 1.0
+
+
+def test_the_convolution_factor_falls_log_linearly_with_the_work_per_compute_unit() -> None:
+    """Between the two sizes the factor is log-linear in the forward's FLOPs per unit (at
+    their geometric mean, the geometric mean of the factors), and a larger convolution
+    never takes less time: work x factor grows with the work."""
+    from roofline.analysis.gemm import CONV_SLOWDOWN, CONV_WORK_PER_UNIT, conv_factor
+
+    low, high = CONV_WORK_PER_UNIT
+    for dtype in ("fp16", "bf16", "tf32"):
+        small, large = CONV_SLOWDOWN[dtype]
+        assert large < small
+        assert conv_factor(dtype, low / 10) == conv_factor(dtype, low) == small
+        assert conv_factor(dtype, high * 10) == conv_factor(dtype, high) == large
+        assert conv_factor(dtype, (low * high) ** 0.5) == pytest.approx((small * large) ** 0.5)
+        work = np.geomspace(low / 4, high * 4, 200)
+        factors = np.array([conv_factor(dtype, w) for w in work])
+        assert np.all(np.diff(factors) <= 0) and np.all(np.diff(work * factors) > 0)
+    assert conv_factor("fp32", low) == conv_factor("int8", high) == 1.0
+
+
+def test_a_convolution_backward_is_sized_by_its_forward() -> None:
+    """The factor's work is the forward's FLOPs, for the backward too, which computes one
+    GEMM of the forward's per gradient (input and weight: twice its FLOPs)."""
+    from roofline.analysis.gemm import forward_flops
+
+    x = torch.empty(8, 64, 28, 28, device="meta", requires_grad=True)
+    w = torch.empty(128, 64, 3, 3, device="meta", requires_grad=True)
+    t = roofline.trace(lambda x, w: torch.nn.functional.conv2d(x, w, padding=1).sum(), x, w,
+                       train=True, fake=True)
+    fwd, bwd = (next(op for op in t.ops if op.category == "conv" and op.phase == phase)
+                for phase in ("forward", "backward"))
+    flops = 2 * 8 * 28 * 28 * 128 * 64 * 9  # outputs x reduction (C_in x R x S), two per MAC
+    assert fwd.flops == flops and bwd.flops == 2 * flops
+    assert forward_flops(fwd) == pytest.approx(flops)
+    assert forward_flops(bwd) == pytest.approx(flops)

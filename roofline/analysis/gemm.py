@@ -44,16 +44,25 @@ WGRAD_TILE_EXPONENT = -0.152
 DGRAD_STRIDED = 2.02
 #: How much longer cuDNN's convolution forward takes on the tensor cores than the model's
 #: roofline of its FLOPs at the engine's rate (its compute time; bytes and overhead
-#: unchanged), per engine dtype: the factor that brings the median of measured over
-#: predicted to 1 over the layers of >= 16 input channels, the median of the three 16-bit
-#: tables' (DeepBench's V100 and T4, cuDNN 7.6: 1.70 and 1.63; this project's H200, cuDNN 9
-#: under torch 2.11, timed in CUDA graphs: 2.13; each held out within 11-22% of the other
-#: two's median; ``benchmarks/kernels.py``), and the one TF32 table's (the H200's). An
-#: implicit GEMM walks its reduction one filter tap and one slice of channels at a time
-#: (CUTLASS ``media/docs/implicit_gemm_convolution.md``), forming its operand tiles on the
-#: fly from the activations: work a GEMM of the same FLOPs does not do. The gradients'
-#: multiples (:data:`WGRAD_ONE_TILE`) are of this time.
-CONV_SLOWDOWN: dict[str, float] = {"fp16": 1.70, "bf16": 1.70, "tf32": 3.18}
+#: unchanged), per engine dtype: (small, large), for a convolution whose forward does at most
+#: ``CONV_WORK_PER_UNIT[0]`` FLOPs per compute unit and one that does at least
+#: ``CONV_WORK_PER_UNIT[1]``; in between, log-linear in that work. Each is the factor that
+#: brings the median of measured over predicted to 1 over those layers (>= 16 input channels)
+#: of each table, the median over the tables that measured the dtype: DeepBench's V100 and T4
+#: (cuDNN 7.6) and this project's H200 (cuDNN 9 under torch 2.11, timed in CUDA graphs) in 16
+#: bits, small 1.85, 1.99, 2.38 and large 1.16, 1.29, 1.36; the H200's alone in TF32, 3.77
+#: and 1.79 (``benchmarks/kernels.py``). One factor over all layers (1.70 and 3.18, before)
+#: left the large layers, where a training batch puts a network's convolutions, 1.2-1.8x too
+#: slow on every table. An implicit GEMM walks its reduction one filter tap and one slice of
+#: channels at a time (CUTLASS ``media/docs/implicit_gemm_convolution.md``), forming its
+#: operand tiles on the fly from the activations: work a GEMM of the same FLOPs does not do,
+#: and a small one (few tiles per compute unit, each a short main loop) pays its fixed costs
+#: on less. The gradients' multiples (:data:`WGRAD_ONE_TILE`) are of this time.
+CONV_SLOWDOWN: dict[str, tuple[float, float]] = {
+    "fp16": (1.99, 1.29), "bf16": (1.99, 1.29), "tf32": (3.77, 1.79)}
+#: Forward FLOPs per compute unit at or below which a convolution takes the small factor, and
+#: at or above which the large (the tables' layers run from 2e6 to 1e9 per SM)
+CONV_WORK_PER_UNIT = (3e7, 1e8)
 
 
 def wgrad_tiles(weight: tuple[int, ...]) -> int:
@@ -143,19 +152,42 @@ def conv_stride(op: OpRecord) -> int:
 #: The assumption an analysis states when :func:`conv_slowdown` applies.
 CONV_NOTE = (
     "a convolution on the tensor cores takes its FLOPs' time at the engine's rate times "
-    f"{CONV_SLOWDOWN['fp16']:.2f} in 16 bits and {CONV_SLOWDOWN['tf32']:.2f} in TF32 "
-    "(cuDNN's implicit GEMM, measured: DeepBench da81ba7's V100 and T4 tables and the lent "
-    "H200's; TF32 on the H200 alone; roofline.analysis.gemm)")
+    f"{CONV_SLOWDOWN['fp16'][0]:.2f} in 16 bits and {CONV_SLOWDOWN['tf32'][0]:.2f} in TF32 at "
+    f"up to {CONV_WORK_PER_UNIT[0]:.0e} forward FLOPs per compute unit, "
+    f"{CONV_SLOWDOWN['fp16'][1]:.2f} and {CONV_SLOWDOWN['tf32'][1]:.2f} from "
+    f"{CONV_WORK_PER_UNIT[1]:.0e} (cuDNN's implicit GEMM, measured: DeepBench da81ba7's V100 "
+    "and T4 tables and the lent H200's; TF32 on the H200 alone; roofline.analysis.gemm)")
+
+
+def conv_factor(dtype: str, flops_per_unit: float) -> float:
+    """:data:`CONV_SLOWDOWN` of an engine dtype for a convolution whose forward does this
+    many FLOPs per compute unit (1 for a dtype not measured)."""
+    if dtype not in CONV_SLOWDOWN:
+        return 1.0
+    small, large = CONV_SLOWDOWN[dtype]
+    low, high = CONV_WORK_PER_UNIT
+    t = min(max(math.log(max(flops_per_unit, low) / low) / math.log(high / low), 0.0), 1.0)
+    return small ** (1 - t) * large ** t
+
+
+def forward_flops(op: OpRecord) -> float:
+    """FLOPs of a convolution's forward, from the forward or its backward (one GEMM of the
+    forward's per gradient the backward computes)."""
+    shape = gemm(op)
+    if shape is None:
+        return float(op.flops)
+    batch, rows, cols, k = shape
+    return 2.0 * batch * rows * cols * k
 
 
 def conv_slowdown(op: OpRecord, spec: DeviceSpec, engine: Engine) -> float:
     """Factor on a convolution's compute time on the tensor cores for cuDNN's implicit GEMM
-    (:data:`CONV_SLOWDOWN`; 1 for any other op, a depthwise one, the vector units). NVIDIA
-    GPUs only, where the measurement is from."""
+    (:func:`conv_factor` of its forward's FLOPs per compute unit; 1 for any other op, a
+    depthwise one, the vector units). NVIDIA GPUs only, where the measurement is from."""
     if op.category != "conv" or engine.kind != "matrix" or spec.kind != "gpu" \
             or spec.vendor != "NVIDIA" or is_depthwise(op):
         return 1.0
-    return CONV_SLOWDOWN.get(engine.dtype, 1.0)
+    return conv_factor(engine.dtype, forward_flops(op) / max(spec.compute_units or 1, 1))
 
 
 def gradient_slowdown(op: OpRecord, spec: DeviceSpec) -> float:
