@@ -152,11 +152,12 @@ def conv_stride(op: OpRecord) -> int:
 #: The assumption an analysis states when :func:`conv_slowdown` applies.
 CONV_NOTE = (
     "a convolution on the tensor cores takes its FLOPs' time at the engine's rate times "
-    f"{CONV_SLOWDOWN['fp16'][0]:.2f} in 16 bits and {CONV_SLOWDOWN['tf32'][0]:.2f} in TF32 at "
-    f"up to {CONV_WORK_PER_UNIT[0]:.0e} forward FLOPs per compute unit, "
+    f"{CONV_SLOWDOWN['fp16'][0]:.2f} in 16 bits and {CONV_SLOWDOWN['tf32'][0]:.2f} in TF32 up "
+    f"to {CONV_WORK_PER_UNIT[0] / 1e6:.0f}M forward FLOPs per compute unit, "
     f"{CONV_SLOWDOWN['fp16'][1]:.2f} and {CONV_SLOWDOWN['tf32'][1]:.2f} from "
-    f"{CONV_WORK_PER_UNIT[1]:.0e} (cuDNN's implicit GEMM, measured: DeepBench da81ba7's V100 "
-    "and T4 tables and the lent H200's; TF32 on the H200 alone; roofline.analysis.gemm)")
+    f"{CONV_WORK_PER_UNIT[1] / 1e6:.0f}M, log-linear between (cuDNN's implicit GEMM, measured: "
+    "DeepBench da81ba7's V100 and T4 tables and the lent H200's; TF32 on the H200 alone; "
+    "roofline.analysis.gemm)")
 
 
 def conv_factor(dtype: str, flops_per_unit: float) -> float:
