@@ -280,6 +280,31 @@ def test_the_convolution_factor_falls_log_linearly_with_the_work_per_compute_uni
     assert conv_factor("fp32", low) == conv_factor("int8", high) == 1.0
 
 
+def test_the_convolution_factors_are_the_medians_the_tables_give() -> None:
+    """CONV_SLOWDOWN's factors are the medians over the tensor-core convolution tables
+    (DeepBench's V100 and T4, the lent H200's) of each table's factor fitted to its small and
+    to its large layers, as ``benchmarks/kernels.py`` fits them (run apart: that script puts
+    benchmarks/ on sys.path)."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from roofline.analysis.gemm import CONV_SLOWDOWN
+
+    code = (
+        "import json, sys, numpy as np; sys.path.insert(0, 'benchmarks'); import kernels as K\n"
+        "t = K._tensor_core_convs(); own = [K._own_factors(x) for x in t]\n"
+        "print(json.dumps({d: [float(np.median([o[i] for o, x in zip(own, t) if x[1] == d]))\n"
+        "                      for i in (0, 1)] for d in ('fp16', 'tf32')}))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).resolve().parents[1])
+    fitted = json.loads(out.stdout.strip().splitlines()[-1])
+    for dtype, (small, large) in fitted.items():
+        assert CONV_SLOWDOWN[dtype] == pytest.approx((small, large), abs=0.005)
+        assert small > large
+
+
 def test_a_convolution_backward_is_sized_by_its_forward() -> None:
     """The factor's work is the forward's FLOPs, for the backward too, which computes one
     GEMM of the forward's per gradient (input and weight: twice its FLOPs)."""

@@ -61,7 +61,9 @@ DGRAD_STRIDED = 2.02
 CONV_SLOWDOWN: dict[str, tuple[float, float]] = {
     "fp16": (1.99, 1.29), "bf16": (1.99, 1.29), "tf32": (3.77, 1.79)}
 #: Forward FLOPs per compute unit at or below which a convolution takes the small factor, and
-#: at or above which the large (the tables' layers run from 2e6 to 1e9 per SM)
+#: at or above which the large (the tables' layers run from 2e6 to 1e9 per SM). Above 1e8 the
+#: large factor holds, beyond the tables' largest too; the larger half of each table's large
+#: layers ran 2-14% faster than it at the median (a further fall that is not modelled).
 CONV_WORK_PER_UNIT = (3e7, 1e8)
 
 
