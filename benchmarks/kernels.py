@@ -46,9 +46,11 @@ from roofline.analysis.gemm import (
     CONV_SLOWDOWN,
     CONV_WORK_PER_UNIT,
     DGRAD_STRIDED,
+    FP32_CONV_SLOWDOWN,
     WGRAD_ONE_TILE,
     WGRAD_TILE_EXPONENT,
     wgrad_tiles,
+    winograd,
 )
 from roofline.hardware.achievable import (
     GEMM_DEFAULT_DTYPES,
@@ -663,14 +665,20 @@ def _tensor_core_convs() -> list[ConvTable]:
 
 def _conv_factor(device: str, dtype: str,
                  layers: list[tuple[tuple[OpRecord, ...], tuple[OpRecord, ...]]],
-                 measured: np.ndarray, options: dict[str, object]) -> float:
+                 measured: np.ndarray, options: dict[str, object],
+                 setting: Callable[[float], contextlib.AbstractContextManager[None]] | None = None,
+                 ) -> float:
     """The convolution factor (one, for layers of any size) at which the median of measured
     over predicted forward time of these layers is 1 (bisection: the prediction grows with
-    the factor)."""
-    low, high = 0.5, 8.0
+    the factor). ``setting(factor)`` sets it (default: the tensor cores' of ``dtype``)."""
+    def tensor_cores(factor: float) -> contextlib.AbstractContextManager[None]:
+        return _conv_slowdown(dtype, (factor, factor))
+
+    setting = setting or tensor_cores
+    low, high = 0.25, 8.0
     for _ in range(30):
         mid = (low * high) ** 0.5
-        with _conv_slowdown(dtype, (mid, mid)):
+        with setting(mid):
             predicted = _pass_seconds([f for f, _ in layers], device, **options)
         low, high = (mid, high) if np.median(measured / predicted) > 1 else (low, mid)
     return (low * high) ** 0.5
@@ -718,6 +726,120 @@ def conv_factor_rows() -> tuple[list[list[str]], list[float]]:
                 cells.append(f"{err[0]:.1%} ({err[2]:+.2f})")
         rows.append(cells)
     return rows, held_errors
+
+
+@contextlib.contextmanager
+def _fp32_slowdown(kind: str, factors: tuple[float, float]) -> Iterator[None]:
+    """The library's fp32 convolution factors (small, large) of ``kind`` ("winograd" or
+    "gemm") set to ``factors`` inside the block."""
+    saved = FP32_CONV_SLOWDOWN[kind]
+    FP32_CONV_SLOWDOWN[kind] = factors
+    try:
+        yield
+    finally:
+        FP32_CONV_SLOWDOWN[kind] = saved
+
+
+#: (device, each layer's (forward, backward) ops, forward seconds, backward seconds, forward
+#: FLOPs per SM, whether cuDNN could run the layer as Winograd) of one DeepBench fp32 table
+Fp32Table = tuple[str, list[tuple[tuple[OpRecord, ...], tuple[OpRecord, ...]]], np.ndarray,
+                  np.ndarray, np.ndarray, np.ndarray]
+FP32_KINDS = ("winograd", "gemm")
+
+
+def _fp32_convs() -> list[Fp32Table]:
+    """DeepBench's fp32 convolution tables (NCHW, cuDNN's chosen algorithm per layer), their
+    layers of >= CONV_MIN_CHANNELS input channels."""
+    out: list[Fp32Table] = []
+    for device, dtype, col in _conv_tables():
+        if dtype != "fp32":
+            continue
+        keep = (col["c"] >= CONV_MIN_CHANNELS) & ~np.isnan(col["dgrad_seconds"])
+        shapes = [tuple(int(col[c][i]) for c in CONV_SHAPE) for i in np.flatnonzero(keep)]
+        layers = [_conv_ops(sh, dtype, True) for sh in shapes]
+        units = roofline.get_device(device).compute_units or 1
+        out.append((device, layers, col["forward_seconds"][keep],
+                    col["dgrad_seconds"][keep] + col["wgrad_seconds"][keep],
+                    np.array([sum(op.flops for op in f) / units for f, _ in layers]),
+                    np.array([winograd(f[0]) for f, _ in layers])))
+    return out
+
+
+def _fp32_own(t: Fp32Table) -> dict[str, tuple[float, float, int, int]]:
+    """A table's (small, large) factors per kind, each fitted to its layers of that kind and
+    size, and how many layers each took."""
+    device, layers, fwd, _, work, wino = t
+    out = {}
+    for kind, sel in zip(FP32_KINDS, (wino, ~wino), strict=True):
+        factors, counts = [], []
+        for size in (work <= CONV_WORK_PER_UNIT[0], work >= CONV_WORK_PER_UNIT[1]):
+            pick = sel & size
+            chosen = [layer for layer, k in zip(layers, pick, strict=True) if k]
+
+            def setting(f: float, kind: str = kind) -> contextlib.AbstractContextManager[None]:
+                return _fp32_slowdown(kind, (f, f))
+
+            factors.append(_conv_factor(device, "fp32", chosen, fwd[pick], {}, setting)
+                           if pick.any() else float("nan"))
+            counts.append(int(pick.sum()))
+        out[kind] = (factors[0], factors[1], counts[0], counts[1])
+    return out
+
+
+def _fp32_medians(own: list[dict[str, tuple[float, float, int, int]]]
+                  ) -> dict[str, tuple[float, float]]:
+    """Per kind, the medians over tables of their small and large factors."""
+    return {kind: (float(np.nanmedian([o[kind][0] for o in own])),
+                   float(np.nanmedian([o[kind][1] for o in own]))) for kind in FP32_KINDS}
+
+
+def fp32_conv_rows() -> tuple[list[list[str]], list[float]]:
+    """Per DeepBench fp32 table: its own Winograd and other factors (small / large), the
+    medians of the other tables' (held out), and the forward's and backward's median error
+    (bias) over its layers at factor 1 (the library before), at the library's and held out;
+    also the held-out factors' errors against each table's own."""
+    tables = _fp32_convs()
+    own = [_fp32_own(t) for t in tables]
+    rows, held_errors = [], []
+    for i, (device, layers, fwd, bwd, _, wino) in enumerate(tables):
+        held = _fp32_medians([o for j, o in enumerate(own) if j != i])
+        cells = [device, f"{int(wino.sum())} / {int((~wino).sum())}"]
+        for kind in FP32_KINDS:
+            cells.append(" / ".join("-" if np.isnan(v) else f"{v:.2f}" for v in own[i][kind][:2]))
+            cells.append(f"{held[kind][0]:.2f} / {held[kind][1]:.2f}")
+            held_errors += [abs(h / o - 1) for h, o in zip(held[kind], own[i][kind][:2],
+                                                           strict=True) if not np.isnan(o)]
+        for pass_, measured in ((0, fwd), (1, bwd)):
+            for factors in ({k: (1.0, 1.0) for k in FP32_KINDS}, dict(FP32_CONV_SLOWDOWN), held):
+                with _fp32_slowdown("winograd", factors["winograd"]), \
+                        _fp32_slowdown("gemm", factors["gemm"]):
+                    predicted = _pass_seconds([ops[pass_] for ops in layers], device)
+                err = _errors(predicted, measured)
+                cells.append(f"{err[0]:.1%} ({err[2]:+.2f})")
+        rows.append(cells)
+    return rows, held_errors
+
+
+def _held_summary(held: list[float]) -> str:
+    """The held-out factors' errors against each table's own, as a line."""
+    return (f"\nheld-out factors against each table's own: median |error| "
+            f"{statistics.median(held):.1%}, worst {max(held):.1%} ({len(held)} factors)")
+
+
+def fp32_conv_section() -> str:
+    """The fp32 convolution factors' section of the report: what it shows, the table, the
+    held-out factors' errors."""
+    rows, held = fp32_conv_rows()
+    header = ["device", "layers Winograd / other", "Winograd own", "held out", "other own",
+              "held out", "fwd x1", "fwd library", "fwd held out", "bwd x1", "bwd library",
+              "bwd held out"]
+    return ("\nfp32 convolutions on the CUDA cores (DeepBench's seven fp32 tables, cuDNN "
+            f"5-7.6, its chosen algorithm per layer; layers of >= {CONV_MIN_CHANNELS} input "
+            "channels): each table's factors fitted to its Winograd layers (3x3, stride 1) and "
+            "to the rest, small / large as above, the medians of the other tables' (held out), "
+            "and the median error (bias) of the forward and the backward over all its layers "
+            "at factor 1 (the library before), at the library's (FP32_CONV_SLOWDOWN) and held "
+            f"out\n\n{table(header, rows)}\n{_held_summary(held)}")
 
 
 def conv_rows() -> list[list[str]]:
@@ -917,8 +1039,8 @@ def main() -> int:
           "DeepBench ran them; datasheet: the classic roofline; without slowdown: both "
           "gradients at the forward's rate, kernel_passes=False; default: the weight "
           "gradient at the fitted line's multiple of the forward's time and a strided "
-          "input gradient at DGRAD_STRIDED's, and fp16 on the tensor cores at CONV_SLOWDOWN's "
-          "multiple of its FLOPs' time, in-sample)\n")
+          "input gradient at DGRAD_STRIDED's, fp16 on the tensor cores at CONV_SLOWDOWN's "
+          "multiple of its FLOPs' time and fp32 at FP32_CONV_SLOWDOWN's, in-sample)\n")
     print(table(["device", "dtype", "pass", "layers", "datasheet", "bias",
                  "without slowdown", "bias", "default", "bias"], conv_rows()))
     low, high = CONV_WORK_PER_UNIT
@@ -936,9 +1058,8 @@ def main() -> int:
     print(table(["device", "dtype", "layers small / large", "own factors", "held out",
                  "fwd x1", "fwd one factor", "fwd library", "fwd held out",
                  "bwd x1", "bwd one factor", "bwd library", "bwd held out"], factor_rows))
-    if held:
-        print(f"\nheld-out factors against each table's own: median |error| "
-              f"{statistics.median(held):.1%}, worst {max(held):.1%} ({len(held)} factors)")
+    print(_held_summary(held))
+    print(fp32_conv_section())
     print("\nBatched GEMM (AIConfigurator's MLA bmm; not fitted: the device's GEMM fit)\n")
     print(table(["device", "dtype", "shapes", "datasheet", "tiles", "fitted", "bias"],
                 bmm_rows()))

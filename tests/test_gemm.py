@@ -97,6 +97,13 @@ def test_depthwise_convolution_runs_on_the_vector_units() -> None:
         pytest.approx(4e12))
 
 
+def fp32_cuda_cores(ops: Trace, **options: object) -> roofline.Analysis:
+    """fp32 convolutions on CUDA cores where no algorithm factor applies (an A100 with TF32
+    off: compute capability 8.0, FP32_CONV_BEFORE_SM), so the gradients' multiples show
+    alone."""
+    return roofline.analyze(ops, "a100", overhead=False, tf32_conv=False, **options)
+
+
 def test_convolution_weight_gradient_runs_slower_than_the_forward() -> None:
     """cuDNN's weight gradient takes WGRAD_ONE_TILE x tiles^WGRAD_TILE_EXPONENT the
     forward's time for its FLOPs, tiles the 128x128 tiles of its output; the input gradient
@@ -124,8 +131,8 @@ def test_convolution_weight_gradient_runs_slower_than_the_forward() -> None:
     assert (forward.flops, both.flops, weight_only.flops) == (gemm_flops, 2 * gemm_flops,
                                                               gemm_flops)
     ops = Trace([forward, both, weight_only])
-    a = roofline.analyze(ops, "v100", overhead=False)
-    plain = roofline.analyze(ops, "v100", overhead=False, kernel_passes=False)
+    a = fp32_cuda_cores(ops)
+    plain = fp32_cuda_cores(ops, kernel_passes=False)
     # the weight gradient's output, 256 x (128*3*3): 2 x 9 tiles of 128x128
     slowdown = WGRAD_ONE_TILE * 18 ** WGRAD_TILE_EXPONENT
     assert slowdown == pytest.approx(1.36, abs=0.01)
@@ -157,8 +164,8 @@ def test_frozen_convolution_weights_leave_the_input_gradient_at_the_forward_rate
     frozen = backward((16, 64, 28, 28), (128, 64, 1, 1))  # input gradient only
     assert weight_gradient_share(frozen) == 0
     ops = Trace([frozen])
-    assert roofline.analyze(ops, "v100", overhead=False).compute_seconds == pytest.approx(
-        roofline.analyze(ops, "v100", overhead=False, kernel_passes=False).compute_seconds)
+    assert fp32_cuda_cores(ops).compute_seconds == pytest.approx(
+        fp32_cuda_cores(ops, kernel_passes=False).compute_seconds)
     # an input shaped as the weight (an SE block's 1x1 conv on N x C x 1 x 1, N = C_out):
     # its lone gradient's shape names neither, so it counts half
     assert weight_gradient_share(backward((64, 64, 1, 1), (64, 64, 1, 1))) == 0.5
@@ -192,8 +199,8 @@ def test_strided_convolution_input_gradient_runs_at_the_measured_multiple() -> N
     valid = backward((16, 128, 30, 30), (128, 128, 3, 3), 1, 0, False)  # 30 -> 28, stride 1
     assert [conv_stride(op) for op in (down, frozen, three, valid)] == [2, 2, 2, 1]
     ops = Trace([down, frozen, three, valid])
-    a = roofline.analyze(ops, "v100", overhead=False)
-    plain = roofline.analyze(ops, "v100", overhead=False, kernel_passes=False)
+    a = fp32_cuda_cores(ops)
+    plain = fp32_cuda_cores(ops, kernel_passes=False)
     # the weight gradient's output, 512 x 256: 4 x 2 tiles
     wgrad = WGRAD_ONE_TILE * 8 ** WGRAD_TILE_EXPONENT
     assert a.compute_seconds == pytest.approx(plain.compute_seconds * np.array(
@@ -213,8 +220,16 @@ def test_tensor_core_convolutions_run_at_the_measured_multiple_of_their_flops_ti
     FLOPs at the engine's rate (cuDNN's implicit GEMM: DeepBench's and the H200's tables),
     the large factor for a forward of >= 1e8 FLOPs per SM, the small one for <= 3e7; TF32
     no longer than the fp32 vector units would take (cuDNN runs its fastest algorithm); fp32
-    on the vector units, and another vendor's GPU, keep the FLOPs' time."""
-    from roofline.analysis.gemm import CONV_NOTE, CONV_SLOWDOWN, CONV_WORK_PER_UNIT
+    on the vector units takes FP32_CONV_SLOWDOWN's before compute capability 8.0 (a 3x3
+    stride-1 one Winograd's), its FLOPs' time from 8.0 on; another vendor's GPU keeps the
+    FLOPs' time."""
+    from roofline.analysis.gemm import (
+        CONV_NOTE,
+        CONV_SLOWDOWN,
+        CONV_WORK_PER_UNIT,
+        FP32_CONV_NOTE,
+        FP32_CONV_SLOWDOWN,
+    )
     from roofline.hardware.engines import Engine
 
     def conv(dtype: torch.dtype, batch: int = 64) -> Trace:
@@ -229,8 +244,8 @@ def test_tensor_core_convolutions_run_at_the_measured_multiple_of_their_flops_ti
     def factor(t: Trace, device: str, **options: object) -> float:
         a = roofline.analyze(t, device, overhead=False, **options)
         plain = roofline.analyze(t, device, overhead=False, kernel_passes=False, **options)
-        assert (CONV_NOTE in a.assumptions) == (float(a.compute_seconds[0])
-                                                > float(plain.compute_seconds[0]))
+        noted = CONV_NOTE in a.assumptions or FP32_CONV_NOTE in a.assumptions
+        assert noted == (float(a.compute_seconds[0]) != float(plain.compute_seconds[0]))
         return float(a.compute_seconds[0] / plain.compute_seconds[0])
 
     # the forward: 2 x 64 x 28 x 28 x 256 x 256 x 9 = 59.2 GFLOP, 548M per SM of the A100's
@@ -255,10 +270,48 @@ def test_tensor_core_convolutions_run_at_the_measured_multiple_of_their_flops_ti
                   for kind, dtype in (("matrix", "tf32"), ("vector", "fp32")))
     assert tf32 is not None and simt is not None and tf32 / simt < CONV_SLOWDOWN["tf32"][1]
     assert factor(single, "rtx 3090") == pytest.approx(max(1.0, tf32 / simt))
-    # fp32 on the vector units (TF32 off, or a V100, which has no TF32), another vendor
+    # fp32 on the vector units: a V100 (sm_70, no TF32) runs this 3x3 stride-1 layer as
+    # Winograd, 740M forward FLOPs per SM of its 80 (large); an A100 with TF32 off (sm_80)
+    # keeps the FLOPs' time; another vendor too
+    assert factor(single, "v100") == pytest.approx(FP32_CONV_SLOWDOWN["winograd"][1])
     assert factor(single, "a100", tf32_conv=False) == 1.0
-    assert factor(single, "v100") == 1.0
     assert factor(half, "mi300x") == 1.0
+
+
+def test_fp32_convolutions_take_winograds_factor_where_cudnn_can_run_it() -> None:
+    """Before compute capability 8.0, an fp32 convolution on the CUDA cores takes Winograd's
+    factor when it is 2-D, 3x3, stride 1 and ungrouped (forward and backward alike), the
+    other factor otherwise (1x1, stride 2, grouped): the large ones at >= 1e8 forward FLOPs
+    per SM, the small ones at <= 3e7."""
+    from roofline.analysis.gemm import FP32_CONV_SLOWDOWN, conv_slowdown, winograd
+    from roofline.hardware.engines import Engine
+
+    def ops(kernel: int, stride: int, groups: int = 1, batch: int = 64) -> list[OpRecord]:
+        x = torch.empty(batch, 256, 28, 28, device="meta", requires_grad=True)
+        w = torch.empty(256, 256 // groups, kernel, kernel, device="meta", requires_grad=True)
+        t = roofline.trace(lambda x, w: torch.nn.functional.conv2d(
+            x, w, stride=stride, padding=kernel // 2, groups=groups).sum(), x, w,
+            train=True, fake=True)
+        convs = [op for op in t.ops if op.category == "conv"]
+        assert {op.phase for op in convs} == {"forward", "backward"}
+        return convs
+
+    v100, vector = roofline.get_device("v100"), Engine("vector", "fp32")
+    for op in ops(3, 1):  # 2 x 64 x 28^2 x 256^2 x 9 / 80 SMs = 740M per SM: large
+        assert winograd(op)
+        assert conv_slowdown(op, v100, vector) == pytest.approx(FP32_CONV_SLOWDOWN["winograd"][1])
+    for op in ops(3, 1, batch=1):  # 11.6M per SM: small
+        assert conv_slowdown(op, v100, vector) == pytest.approx(FP32_CONV_SLOWDOWN["winograd"][0])
+    for op in ops(1, 1) + ops(3, 2) + ops(3, 1, groups=2):  # 82M, 185M and 370M per SM
+        assert not winograd(op)
+        work = op.flops / (2 if op.backward_kernel else 1) / 80  # the forward's FLOPs
+        assert conv_slowdown(op, v100, vector) == pytest.approx(
+            FP32_CONV_SLOWDOWN["gemm"][1] if work >= 1e8 else
+            FP32_CONV_SLOWDOWN["gemm"][0] ** (1 - (t := np.log(work / 3e7) / np.log(1e8 / 3e7)))
+            * FP32_CONV_SLOWDOWN["gemm"][1] ** t)
+    # compute capability 8.0 on, and the tensor cores' dtypes, are not these factors
+    assert conv_slowdown(ops(3, 1)[0], roofline.get_device("a100"), vector) == 1.0
+    assert conv_slowdown(ops(3, 1)[0], v100, Engine("vector", "fp16")) == 1.0
 
 
 def test_the_convolution_factor_falls_log_linearly_with_the_work_per_compute_unit() -> None:
@@ -283,25 +336,29 @@ def test_the_convolution_factor_falls_log_linearly_with_the_work_per_compute_uni
 def test_the_convolution_factors_are_the_medians_the_tables_give() -> None:
     """CONV_SLOWDOWN's factors are the medians over the tensor-core convolution tables
     (DeepBench's V100 and T4, the lent H200's) of each table's factor fitted to its small and
-    to its large layers, as ``benchmarks/kernels.py`` fits them (run apart: that script puts
+    to its large layers, and FP32_CONV_SLOWDOWN's over DeepBench's seven fp32 tables per
+    algorithm, as ``benchmarks/kernels.py`` fits them (run apart: that script puts
     benchmarks/ on sys.path)."""
     import json
     import subprocess
     import sys
     from pathlib import Path
 
-    from roofline.analysis.gemm import CONV_SLOWDOWN
+    from roofline.analysis.gemm import CONV_SLOWDOWN, FP32_CONV_SLOWDOWN
 
     code = (
         "import json, sys, numpy as np; sys.path.insert(0, 'benchmarks'); import kernels as K\n"
         "t = K._tensor_core_convs(); own = [K._own_factors(x) for x in t]\n"
-        "print(json.dumps({d: [float(np.median([o[i] for o, x in zip(own, t) if x[1] == d]))\n"
-        "                      for i in (0, 1)] for d in ('fp16', 'tf32')}))\n")
+        "f = {d: [float(np.median([o[i] for o, x in zip(own, t) if x[1] == d]))\n"
+        "         for i in (0, 1)] for d in ('fp16', 'tf32')}\n"
+        "f.update(K._fp32_medians([K._fp32_own(x) for x in K._fp32_convs()]))\n"
+        "print(json.dumps(f))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=Path(__file__).resolve().parents[1])
     fitted = json.loads(out.stdout.strip().splitlines()[-1])
-    for dtype, (small, large) in fitted.items():
-        assert CONV_SLOWDOWN[dtype] == pytest.approx((small, large), abs=0.005)
+    library = {**CONV_SLOWDOWN, **FP32_CONV_SLOWDOWN}
+    for kind, (small, large) in fitted.items():
+        assert library[kind] == pytest.approx((small, large), abs=0.005)
         assert small > large
 
 

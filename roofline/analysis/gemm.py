@@ -65,6 +65,19 @@ CONV_SLOWDOWN: dict[str, tuple[float, float]] = {
 #: large factor holds, beyond the tables' largest too; the larger half of each table's large
 #: layers ran 2-14% faster than it at the median (a further fall that is not modelled).
 CONV_WORK_PER_UNIT = (3e7, 1e8)
+#: fp32 convolutions on the CUDA cores of NVIDIA GPUs before compute capability 8.0 (the
+#: generations measured: Maxwell to Turing), (small, large) as above, by the algorithm cuDNN
+#: runs: "winograd" for a 3x3 kernel at stride 1 (WINOGRAD and WINOGRAD_NONFUSED, which do
+#: 2.25x to 4x fewer multiplies than the direct product; cuDNN takes them for such layers
+#: where it picks its fastest), "gemm" for the rest. Each is the median over DeepBench's seven
+#: fp32 tables (cuDNN 5-7.6, its chosen algorithm per layer) of the factor fitted to that
+#: table's layers of the kind and size (``benchmarks/kernels.py``). The H200's fp32 table
+#: (cuDNN 9, TF32 off) ran its 3x3 layers at 1.5x their FLOPs' time, no faster than its
+#: others, so from 8.0 on fp32 convolutions keep their FLOPs' time (TF32 is the default there).
+FP32_CONV_SLOWDOWN: dict[str, tuple[float, float]] = {
+    "winograd": (0.98, 0.60), "gemm": (1.49, 1.17)}
+#: The compute capability from which fp32 convolutions keep their FLOPs' time.
+FP32_CONV_BEFORE_SM = 80
 
 
 def wgrad_tiles(weight: tuple[int, ...]) -> int:
@@ -162,15 +175,32 @@ CONV_NOTE = (
     "roofline.analysis.gemm)")
 
 
+#: The assumption an analysis states when :data:`FP32_CONV_SLOWDOWN` applies.
+FP32_CONV_NOTE = (
+    "an fp32 convolution on the CUDA cores (compute capability below "
+    f"{FP32_CONV_BEFORE_SM / 10:.1f}) takes its FLOPs' time at the vector rate times "
+    f"{FP32_CONV_SLOWDOWN['winograd'][0]:.2f} up to {CONV_WORK_PER_UNIT[0] / 1e6:.0f}M forward "
+    f"FLOPs per compute unit and {FP32_CONV_SLOWDOWN['winograd'][1]:.2f} from "
+    f"{CONV_WORK_PER_UNIT[1] / 1e6:.0f}M for a 3x3 kernel at stride 1 (cuDNN's Winograd), "
+    f"{FP32_CONV_SLOWDOWN['gemm'][0]:.2f} and {FP32_CONV_SLOWDOWN['gemm'][1]:.2f} for the rest "
+    "(measured: DeepBench da81ba7's seven fp32 tables, Maxwell to Turing; roofline.analysis.gemm)")
+
+
+def _ramp(factors: tuple[float, float], flops_per_unit: float) -> float:
+    """The small factor up to CONV_WORK_PER_UNIT[0], the large one from [1], log-linear in
+    the work between."""
+    small, large = factors
+    low, high = CONV_WORK_PER_UNIT
+    t = min(max(math.log(max(flops_per_unit, low) / low) / math.log(high / low), 0.0), 1.0)
+    return small ** (1 - t) * large ** t
+
+
 def conv_factor(dtype: str, flops_per_unit: float) -> float:
     """:data:`CONV_SLOWDOWN` of an engine dtype for a convolution whose forward does this
     many FLOPs per compute unit (1 for a dtype not measured)."""
     if dtype not in CONV_SLOWDOWN:
         return 1.0
-    small, large = CONV_SLOWDOWN[dtype]
-    low, high = CONV_WORK_PER_UNIT
-    t = min(max(math.log(max(flops_per_unit, low) / low) / math.log(high / low), 0.0), 1.0)
-    return small ** (1 - t) * large ** t
+    return _ramp(CONV_SLOWDOWN[dtype], flops_per_unit)
 
 
 def forward_flops(op: OpRecord) -> float:
@@ -183,14 +213,45 @@ def forward_flops(op: OpRecord) -> float:
     return 2.0 * batch * rows * cols * k
 
 
+def winograd(op: OpRecord) -> bool:
+    """Whether cuDNN can run a convolution (forward or backward) as Winograd: 2-D, a 3x3
+    kernel, stride 1 (from its input's size over its output's), one group. Its dilation is
+    not in the shapes: a dilated 3x3 convolution is taken as eligible."""
+    backward = op.backward_kernel
+    x, w = (1, 2) if backward else (0, 1)
+    shapes = op.input_shapes
+    out = shapes[0] if backward else (op.output_shapes[0] if op.output_shapes else ())
+    if op.category != "conv" or len(shapes) <= w or len(shapes[w]) != 4 \
+            or len(shapes[x]) != 4 or len(out) != 4:
+        return False
+    weight, inp = shapes[w], shapes[x]
+    stride = max(round(i / max(o, 1)) for i, o in zip(inp[2:], out[2:], strict=True))
+    return tuple(weight[2:]) == (3, 3) and stride <= 1 and weight[1] == inp[1]
+
+
+def _compute_capability(spec: DeviceSpec) -> int | None:
+    """An NVIDIA GPU's compute capability as an integer (sm_75: 75), None if not known."""
+    isa = spec.isa or ""
+    digits = isa[3:].rstrip("abf") if isa.startswith("sm_") else ""
+    return int(digits) if digits.isdigit() else None
+
+
 def conv_slowdown(op: OpRecord, spec: DeviceSpec, engine: Engine) -> float:
-    """Factor on a convolution's compute time on the tensor cores for cuDNN's implicit GEMM
-    (:func:`conv_factor` of its forward's FLOPs per compute unit; 1 for any other op, a
-    depthwise one, the vector units). NVIDIA GPUs only, where the measurement is from."""
-    if op.category != "conv" or engine.kind != "matrix" or spec.kind != "gpu" \
-            or spec.vendor != "NVIDIA" or is_depthwise(op):
+    """Factor on a convolution's compute time for cuDNN's algorithms: on the tensor cores its
+    implicit GEMM's (:func:`conv_factor` of its forward's FLOPs per compute unit), in fp32 on
+    the CUDA cores before compute capability 8.0 Winograd's or the rest's
+    (:data:`FP32_CONV_SLOWDOWN`); 1 for any other op or engine, a depthwise convolution, a
+    GPU of unknown compute capability. NVIDIA GPUs only, where the measurements are from."""
+    if op.category != "conv" or spec.kind != "gpu" or spec.vendor != "NVIDIA" \
+            or is_depthwise(op):
         return 1.0
-    return conv_factor(engine.dtype, forward_flops(op) / max(spec.compute_units or 1, 1))
+    work = forward_flops(op) / max(spec.compute_units or 1, 1)
+    if engine.kind == "matrix":
+        return conv_factor(engine.dtype, work)
+    sm = _compute_capability(spec)
+    if engine.dtype != "fp32" or sm is None or sm >= FP32_CONV_BEFORE_SM:
+        return 1.0
+    return _ramp(FP32_CONV_SLOWDOWN["winograd" if winograd(op) else "gemm"], work)
 
 
 def gradient_slowdown(op: OpRecord, spec: DeviceSpec) -> float:

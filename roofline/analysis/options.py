@@ -61,11 +61,12 @@ class Options:
         extra kernels, and layer (and fused RMS) norm's forward at the bandwidth its
         block-per-row kernel was measured to stream at (``roofline.analysis.passes``),
         and on NVIDIA GPUs a convolution's gradients at the multiples of its forward's time
-        cuDNN's were measured to take (``roofline.analysis.gemm.gradient_slowdown``) and one
-        on the tensor cores at the measured multiple of its FLOPs' time
-        (``roofline.analysis.gemm.conv_slowdown``); ``False``: each input read once, at the
-        bandwidth of its access pattern, convolutions at their FLOPs' time, both gradients
-        at the forward's rate.
+        cuDNN's were measured to take (``roofline.analysis.gemm.gradient_slowdown``) and
+        its FLOPs' time at the measured multiple of cuDNN's algorithm, by size: implicit
+        GEMM on the tensor cores, Winograd or the rest in fp32 on CUDA cores before compute
+        capability 8.0 (``roofline.analysis.gemm.conv_slowdown``); ``False``: each input
+        read once, at the bandwidth of its access pattern, convolutions at their FLOPs'
+        time, both gradients at the forward's rate.
     gemm_shapes : bool
         Cost matmuls (``mm``, ``addmm``, ``bmm``...) with the GEMM time model fitted to the
         device's measured per-shape table, or its class's (``roofline.analysis.gemm``);

@@ -418,13 +418,14 @@ def _engines(trace: Trace, spec: DeviceSpec, rates: Rates,
 
 def _conv_slowdown(op: OpRecord, spec: DeviceSpec, engine: Engine, rates: Rates) -> float:
     """A convolution's time over its FLOPs' at ``engine``'s rate: cuDNN's gradients'
-    multiples times its implicit GEMM's on the tensor cores (1: neither applies)."""
+    multiples times its algorithm's (implicit GEMM on the tensor cores, Winograd or the rest
+    in fp32 on older CUDA cores; 1: none applies)."""
     factor = gemm.gradient_slowdown(op, spec)
     if factor != 1:
         rates.note(gemm.GRADIENT_NOTE)
     tensor = gemm.conv_slowdown(op, spec, engine)
     if tensor != 1:
-        rates.note(gemm.CONV_NOTE)
+        rates.note(gemm.CONV_NOTE if engine.kind == "matrix" else gemm.FP32_CONV_NOTE)
         if engine.dtype == "tf32" and (simt := rates.rate(Engine("vector", "fp32"))) \
                 and (tf32 := rates.rate(engine)):
             # cuDNN runs its fastest algorithm: a TF32 convolution is no slower than the
