@@ -240,8 +240,9 @@ def conv_slowdown(op: OpRecord, spec: DeviceSpec, engine: Engine) -> float:
     """Factor on a convolution's compute time for cuDNN's algorithms: on the tensor cores its
     implicit GEMM's (:func:`conv_factor` of its forward's FLOPs per compute unit), in fp32 on
     the CUDA cores before compute capability 8.0 Winograd's or the rest's
-    (:data:`FP32_CONV_SLOWDOWN`); 1 for any other op or engine, a depthwise convolution, a
-    GPU of unknown compute capability. NVIDIA GPUs only, where the measurements are from."""
+    (:data:`FP32_CONV_SLOWDOWN`, fp32 data only); 1 for any other op or engine, a depthwise
+    convolution, a GPU of unknown compute capability. NVIDIA GPUs only, where the
+    measurements are from."""
     if op.category != "conv" or spec.kind != "gpu" or spec.vendor != "NVIDIA" \
             or is_depthwise(op):
         return 1.0
@@ -249,8 +250,9 @@ def conv_slowdown(op: OpRecord, spec: DeviceSpec, engine: Engine) -> float:
     if engine.kind == "matrix":
         return conv_factor(engine.dtype, work)
     sm = _compute_capability(spec)
-    if engine.dtype != "fp32" or sm is None or sm >= FP32_CONV_BEFORE_SM:
-        return 1.0
+    if engine.dtype != "fp32" or op.dtype != "float32" or sm is None \
+            or sm >= FP32_CONV_BEFORE_SM:
+        return 1.0  # fp16 data on fp32 units (Pascal's pseudo-half) was not measured
     return _ramp(FP32_CONV_SLOWDOWN["winograd" if winograd(op) else "gemm"], work)
 
 
