@@ -315,6 +315,13 @@ def test_fp32_convolutions_take_winograds_factor_where_cudnn_can_run_it() -> Non
     assert conv_slowdown(ops(3, 1)[0], v100, Engine("vector", "fp16")) == 1.0
     half = replace(ops(3, 1)[0], dtype="float16")
     assert conv_slowdown(half, roofline.get_device("titan xp"), vector) == 1.0
+    # a transposed 3x3 convolution at stride 2 (its output larger than its input) is not one
+    x = torch.empty(8, 64, 14, 14, device="meta")
+    up = roofline.trace(lambda x, w: torch.nn.functional.conv_transpose2d(
+        x, w, stride=2, padding=1, output_padding=1), x,
+        torch.empty(64, 64, 3, 3, device="meta"), fake=True)
+    (transposed,) = (op for op in up.ops if op.category == "conv")
+    assert transposed.output_shapes[0] == (8, 64, 28, 28) and not winograd(transposed)
 
 
 def test_the_convolution_factor_falls_log_linearly_with_the_work_per_compute_unit() -> None:

@@ -225,6 +225,8 @@ def winograd(op: OpRecord) -> bool:
             or len(shapes[x]) != 4 or len(out) != 4:
         return False
     weight, inp = shapes[w], shapes[x]
+    if any(o > i for i, o in zip(inp[2:], out[2:], strict=True)):
+        return False  # an output larger than the input: a transposed convolution
     stride = max(round(i / max(o, 1)) for i, o in zip(inp[2:], out[2:], strict=True))
     return tuple(weight[2:]) == (3, 3) and stride <= 1 and weight[1] == inp[1]
 
