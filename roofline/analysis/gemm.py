@@ -71,7 +71,8 @@ CONV_WORK_PER_UNIT = (3e7, 1e8)
 #: 2.25x to 4x fewer multiplies than the direct product; cuDNN takes them for such layers
 #: where it picks its fastest), "gemm" for the rest. Each is the median over DeepBench's seven
 #: fp32 tables (cuDNN 5-7.6, its chosen algorithm per layer) of the factor fitted to that
-#: table's layers of the kind and size (``benchmarks/kernels.py``). The H200's fp32 table
+#: table's layers of the kind and size (``benchmarks/kernels.py``; Winograd's small one over the
+#: four tables that have such layers: 0.73-1.25). The H200's fp32 table
 #: (cuDNN 9, TF32 off) ran its 3x3 layers at 1.5x their FLOPs' time, no faster than its
 #: others, so from 8.0 on fp32 convolutions keep their FLOPs' time (TF32 is the default there).
 FP32_CONV_SLOWDOWN: dict[str, tuple[float, float]] = {
