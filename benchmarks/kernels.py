@@ -638,6 +638,22 @@ ConvTable = tuple[str, str, list[tuple[tuple[OpRecord, ...], tuple[OpRecord, ...
                   np.ndarray, np.ndarray, dict[str, object], np.ndarray]
 
 
+def _conv_layers(device: str, dtype: str, col: dict[str, np.ndarray],
+                 ) -> tuple[list[tuple[tuple[OpRecord, ...], tuple[OpRecord, ...]]], np.ndarray,
+                            np.ndarray, np.ndarray]:
+    """A convolution table's layers of >= CONV_MIN_CHANNELS input channels with a measured
+    input gradient (first layers are a different kernel): each one's (forward, backward)
+    ops, forward seconds, backward (input + weight gradients) seconds, and forward FLOPs per
+    SM of ``device``."""
+    keep = (col["c"] >= CONV_MIN_CHANNELS) & ~np.isnan(col["dgrad_seconds"])
+    shapes = [tuple(int(col[c][i]) for c in CONV_SHAPE) for i in np.flatnonzero(keep)]
+    layers = [_conv_ops(sh, dtype, True) for sh in shapes]
+    units = roofline.get_device(device).compute_units or 1
+    return (layers, col["forward_seconds"][keep],
+            col["dgrad_seconds"][keep] + col["wgrad_seconds"][keep],
+            np.array([sum(op.flops for op in f) / units for f, _ in layers]))
+
+
 def _tensor_core_convs() -> list[ConvTable]:
     """(device, engine dtype, each layer's (forward, backward) ops, forward seconds, backward
     seconds, analysis options, forward FLOPs per SM) of each convolution table on the tensor
@@ -653,13 +669,8 @@ def _tensor_core_convs() -> list[ConvTable]:
                        {"graphs": True}))
     out: list[ConvTable] = []
     for device, dtype, engine, col, options in tables:
-        keep = (col["c"] >= CONV_MIN_CHANNELS) & ~np.isnan(col["dgrad_seconds"])
-        shapes = [tuple(int(col[c][i]) for c in CONV_SHAPE) for i in np.flatnonzero(keep)]
-        layers = [_conv_ops(sh, dtype, True) for sh in shapes]
-        units = roofline.get_device(device).compute_units or 1
-        work = np.array([sum(op.flops for op in f) / units for f, _ in layers])
-        out.append((device, engine, layers, col["forward_seconds"][keep],
-                    col["dgrad_seconds"][keep] + col["wgrad_seconds"][keep], options, work))
+        layers, fwd, bwd, work = _conv_layers(device, dtype, col)
+        out.append((device, engine, layers, fwd, bwd, options, work))
     return out
 
 
@@ -684,16 +695,29 @@ def _conv_factor(device: str, dtype: str,
     return (low * high) ** 0.5
 
 
+def _size_factors(device: str, dtype: str,
+                  layers: list[tuple[tuple[OpRecord, ...], tuple[OpRecord, ...]]],
+                  measured: np.ndarray, options: dict[str, object], work: np.ndarray,
+                  among: np.ndarray,
+                  setting: Callable[[float], contextlib.AbstractContextManager[None]] | None = None,
+                  ) -> tuple[float, float, int, int]:
+    """(small, large) factors, each fitted to the layers ``among`` of that size
+    (CONV_WORK_PER_UNIT; NaN where there are none), and how many layers each took."""
+    factors, counts = [], []
+    for size in (work <= CONV_WORK_PER_UNIT[0], work >= CONV_WORK_PER_UNIT[1]):
+        pick = among & size
+        chosen = [layer for layer, keep in zip(layers, pick, strict=True) if keep]
+        factors.append(_conv_factor(device, dtype, chosen, measured[pick], options, setting)
+                       if pick.any() else float("nan"))
+        counts.append(int(pick.sum()))
+    return factors[0], factors[1], counts[0], counts[1]
+
+
 def _own_factors(t: ConvTable) -> tuple[float, float, int, int]:
     """A table's (small, large) factors, each fitted to its layers of that size
     (CONV_WORK_PER_UNIT), and how many layers each took."""
     device, dtype, layers, fwd, _, options, work = t
-    small, large = work <= CONV_WORK_PER_UNIT[0], work >= CONV_WORK_PER_UNIT[1]
-    pick = [[layer for layer, keep in zip(layers, sel, strict=True) if keep]
-            for sel in (small, large)]
-    return (_conv_factor(device, dtype, pick[0], fwd[small], options),
-            _conv_factor(device, dtype, pick[1], fwd[large], options),
-            int(small.sum()), int(large.sum()))
+    return _size_factors(device, dtype, layers, fwd, options, work, np.ones(len(work), bool))
 
 
 def conv_factor_rows() -> tuple[list[list[str]], list[float]]:
@@ -752,16 +776,10 @@ def _fp32_convs() -> list[Fp32Table]:
     layers of >= CONV_MIN_CHANNELS input channels."""
     out: list[Fp32Table] = []
     for device, dtype, col in _conv_tables():
-        if dtype != "fp32":
-            continue
-        keep = (col["c"] >= CONV_MIN_CHANNELS) & ~np.isnan(col["dgrad_seconds"])
-        shapes = [tuple(int(col[c][i]) for c in CONV_SHAPE) for i in np.flatnonzero(keep)]
-        layers = [_conv_ops(sh, dtype, True) for sh in shapes]
-        units = roofline.get_device(device).compute_units or 1
-        out.append((device, layers, col["forward_seconds"][keep],
-                    col["dgrad_seconds"][keep] + col["wgrad_seconds"][keep],
-                    np.array([sum(op.flops for op in f) / units for f, _ in layers]),
-                    np.array([winograd(f[0]) for f, _ in layers])))
+        if dtype == "fp32":
+            layers, fwd, bwd, work = _conv_layers(device, dtype, col)
+            out.append((device, layers, fwd, bwd, work,
+                        np.array([winograd(f[0]) for f, _ in layers])))
     return out
 
 
@@ -770,19 +788,11 @@ def _fp32_own(t: Fp32Table) -> dict[str, tuple[float, float, int, int]]:
     size, and how many layers each took."""
     device, layers, fwd, _, work, wino = t
     out = {}
-    for kind, sel in zip(FP32_KINDS, (wino, ~wino), strict=True):
-        factors, counts = [], []
-        for size in (work <= CONV_WORK_PER_UNIT[0], work >= CONV_WORK_PER_UNIT[1]):
-            pick = sel & size
-            chosen = [layer for layer, k in zip(layers, pick, strict=True) if k]
+    for kind, among in zip(FP32_KINDS, (wino, ~wino), strict=True):
+        def setting(f: float, kind: str = kind) -> contextlib.AbstractContextManager[None]:
+            return _fp32_slowdown(kind, (f, f))
 
-            def setting(f: float, kind: str = kind) -> contextlib.AbstractContextManager[None]:
-                return _fp32_slowdown(kind, (f, f))
-
-            factors.append(_conv_factor(device, "fp32", chosen, fwd[pick], {}, setting)
-                           if pick.any() else float("nan"))
-            counts.append(int(pick.sum()))
-        out[kind] = (factors[0], factors[1], counts[0], counts[1])
+        out[kind] = _size_factors(device, "fp32", layers, fwd, {}, work, among, setting)
     return out
 
 
