@@ -225,10 +225,10 @@ def _volta_or_later(name: str) -> bool:
     """Whether the device is an NVIDIA GPU of compute capability 7.0 or more (its ISA,
     ``sm_70`` on), where TensorFlow's layout optimizer runs fp16 convolutions NHWC."""
     try:
-        isa = device(name).isa or ""
+        sm = device(name).compute_capability
     except LookupError:  # a device not in the registry: its rows are skipped anyway
         return False
-    return isa.startswith("sm_") and int(isa[3:].rstrip("a")) >= 70
+    return sm is not None and sm >= 70
 
 
 _TRACES: dict[Workload, list[roofline.Trace]] = {}

@@ -194,3 +194,11 @@ def test_names_spec_py_defined_before_its_split_still_import_from_it() -> None:
     assert not missing
     for name in roofline.hardware.__all__:
         assert hasattr(roofline.hardware, name)
+
+
+def test_compute_capability_reads_an_nvidia_isa() -> None:
+    """sm_<n> is compute capability n (the registry's sources give V100 7.0, T4 7.5, H100
+    9.0); AMD's LLVM targets and a spec without an ISA have none."""
+    assert [get_device(n).compute_capability for n in ("v100", "t4", "h100")] == [70, 75, 90]
+    assert get_device("mi300x").compute_capability is None
+    assert get_device("h100").with_overrides(isa=None).compute_capability is None

@@ -324,6 +324,13 @@ class DeviceSpec(BaseModel):
         return hash(self.model_dump_json())
 
     # ------------------------------------------------------------------ queries
+    @property
+    def compute_capability(self) -> int | None:
+        """An NVIDIA GPU's compute capability as an integer, from its ISA (``sm_75``: 75);
+        None for another ISA or none."""
+        isa = self.isa or ""
+        return int(isa[3:]) if isa.startswith("sm_") else None
+
     def peak_flops_per_s(self, dtype: Any, engine: Engine | EngineKind = "matrix",
                          ) -> float | None:
         """Dense datasheet peak for ``dtype`` on an engine.
