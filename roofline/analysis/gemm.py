@@ -156,13 +156,32 @@ def weight_gradient_share(op: OpRecord) -> float:
     return 0.5 if x == w else float(grads[0] == w)
 
 
+def _conv_operands(op: OpRecord,
+                   ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] | None:
+    """(input, weight, output) shapes of a convolution's forward, read from the forward
+    (input, weight, ...) -> output or from its backward (grad_output, input, weight, ...);
+    None for another op or a record without them."""
+    if op.category != "conv":
+        return None
+    backward = op.backward_kernel
+    x, w = (1, 2) if backward else (0, 1)
+    shapes = op.input_shapes
+    if len(shapes) <= w:
+        return None
+    out = shapes[0] if backward else (op.output_shapes[0] if op.output_shapes else ())
+    return tuple(shapes[x]), tuple(shapes[w]), tuple(out)
+
+
 def conv_stride(op: OpRecord) -> int:
-    """The largest stride of a convolution backward, from its input's spatial size over its
-    grad_output's (1 when its shapes do not say)."""
-    grad_out, x = op.input_shapes[0], op.input_shapes[1]
-    if len(grad_out) < 3 or len(x) != len(grad_out):
+    """The largest stride of a convolution (forward or backward), from its input's spatial
+    size over its output's (1 when its shapes do not say)."""
+    operands = _conv_operands(op)
+    if operands is None:
         return 1
-    return max(1, *(round(i / max(o, 1)) for i, o in zip(x[2:], grad_out[2:], strict=True)))
+    x, _, out = operands
+    if len(out) < 3 or len(x) != len(out):
+        return 1
+    return max(1, *(round(i / max(o, 1)) for i, o in zip(x[2:], out[2:], strict=True)))
 
 
 #: The assumption an analysis states when :func:`conv_slowdown` applies.
@@ -218,25 +237,14 @@ def winograd(op: OpRecord) -> bool:
     """Whether cuDNN can run a convolution (forward or backward) as Winograd: 2-D, a 3x3
     kernel, stride 1 (from its input's size over its output's), one group. Its dilation is
     not in the shapes: a dilated 3x3 convolution is taken as eligible."""
-    backward = op.backward_kernel
-    x, w = (1, 2) if backward else (0, 1)
-    shapes = op.input_shapes
-    out = shapes[0] if backward else (op.output_shapes[0] if op.output_shapes else ())
-    if op.category != "conv" or len(shapes) <= w or len(shapes[w]) != 4 \
-            or len(shapes[x]) != 4 or len(out) != 4:
+    operands = _conv_operands(op)
+    if operands is None:
         return False
-    weight, inp = shapes[w], shapes[x]
-    if any(o > i for i, o in zip(inp[2:], out[2:], strict=True)):
-        return False  # an output larger than the input: a transposed convolution
-    stride = max(round(i / max(o, 1)) for i, o in zip(inp[2:], out[2:], strict=True))
-    return tuple(weight[2:]) == (3, 3) and stride <= 1 and weight[1] == inp[1]
-
-
-def _compute_capability(spec: DeviceSpec) -> int | None:
-    """An NVIDIA GPU's compute capability as an integer (sm_75: 75), None if not known."""
-    isa = spec.isa or ""
-    digits = isa[3:].rstrip("abf") if isa.startswith("sm_") else ""
-    return int(digits) if digits.isdigit() else None
+    x, weight, out = operands
+    if len(weight) != 4 or len(x) != 4 or len(out) != 4 \
+            or any(o > i for i, o in zip(x[2:], out[2:], strict=True)):
+        return False  # not 2-D, or an output larger than the input: a transposed one
+    return weight[2:] == (3, 3) and conv_stride(op) == 1 and weight[1] == x[1]
 
 
 def conv_slowdown(op: OpRecord, spec: DeviceSpec, engine: Engine) -> float:
@@ -252,7 +260,7 @@ def conv_slowdown(op: OpRecord, spec: DeviceSpec, engine: Engine) -> float:
     work = forward_flops(op) / max(spec.compute_units or 1, 1)
     if engine.kind == "matrix":
         return conv_factor(engine.dtype, work)
-    sm = _compute_capability(spec)
+    sm = spec.compute_capability
     if engine.dtype != "fp32" or op.dtype != "float32" or sm is None \
             or sm >= FP32_CONV_BEFORE_SM:
         return 1.0  # fp16 data on fp32 units (Pascal's pseudo-half) was not measured
@@ -295,17 +303,15 @@ def fill(op: OpRecord, compute_units: int | None) -> float:
 
 def is_depthwise(op: OpRecord) -> bool:
     """A convolution with one input channel per group (and more than one group)."""
-    if op.category != "conv":
+    operands = _conv_operands(op)
+    if operands is None:
         return False
-    backward = op.backward_kernel
-    x, w = (1, 2) if backward else (0, 1)  # (grad_out,) input, weight, ...
-    shapes = op.input_shapes
-    if len(shapes) <= w or len(shapes[w]) < 3 or len(shapes[x]) < 3:
+    x, weight, out = operands
+    if len(weight) < 3 or len(x) < 3:
         return False
-    out = shapes[0] if backward else (op.output_shapes[0] if op.output_shapes else ())
     # weight (C_out, C_in / groups, ...) with C_out the output's channels: not a transposed
     # convolution, whose weight is (C_in, C_out / groups, ...)
-    return shapes[w][1] == 1 and shapes[x][1] > 1 and len(out) >= 2 and out[1] == shapes[w][0]
+    return weight[1] == 1 and x[1] > 1 and len(out) >= 2 and out[1] == weight[0]
 
 
 def depthwise_rate(spec: DeviceSpec, op: OpRecord, engine: Engine) -> float | None:
