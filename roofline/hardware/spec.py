@@ -326,8 +326,8 @@ class DeviceSpec(BaseModel):
     # ------------------------------------------------------------------ queries
     @property
     def compute_capability(self) -> int | None:
-        """An NVIDIA GPU's compute capability as an integer, from its ISA (``sm_75``: 75);
-        None for another ISA or none."""
+        """An NVIDIA GPU's compute capability as an integer, read from its ISA (75 for
+        ``sm_75``), or None for another ISA or none."""
         isa = self.isa or ""
         return int(isa[3:]) if isa.startswith("sm_") else None
 
