@@ -9,7 +9,13 @@ import torch
 import torch.nn.functional as F
 
 import roofline
-from roofline.analysis.inflight import dependent_loads, in_flight_bytes, num_splits
+from roofline.analysis.inflight import (
+    BATCH_NORM_FORWARD,
+    batch_norm_transform,
+    dependent_loads,
+    in_flight_bytes,
+    num_splits,
+)
 from roofline.hardware.achievable import figures
 from roofline.tracing.records import OpRecord, Trace
 
@@ -228,8 +234,78 @@ def test_fp16_and_fp32_batch_norms_take_the_per_channel_rounds_on_nvidia_only(
     assert dependent_loads(bwd, "NVIDIA", 132) == 2 * 7 * 8
     assert dependent_loads(fwd, "AMD", 304) is None
     bf16, _ = _bn(_batch_norm((8, 64, 56, 56)))
-    assert dependent_loads(bf16, "AMD", 304) == 7 * 8  # PyTorch's own kernel on ROCm too
+    assert dependent_loads(bf16, "AMD", 304) is not None  # PyTorch's own kernel on ROCm too
     assert dependent_loads(bf16, "Intel", 64) is None
+
+
+def test_rocms_batch_norm_blocks_take_1024_threads_and_fold_four_loads_at_a_time() -> None:
+    # ROCm's Normalization.cuh: MAX_BLOCK_SIZE 1,024, getNumThreads from 64, and its
+    # reduction loops load UNRL = 4 elements per thread before folding them. A plane of
+    # 56 x 56 = 3,136 takes 1,024 x 1 threads: ceil(3,136 / 4,096) = 1 round per image,
+    # 8 images; the backward's input-gradient loop loads one at a time: 4 more per image
+    fwd, bwd = _bn(_batch_norm((8, 64, 56, 56)))
+    assert dependent_loads(fwd, "AMD", 304) == 1 * 8
+    assert dependent_loads(bwd, "AMD", 304) == (1 + 4) * 8
+    # 7 x 7: 64 x 16 threads, one round per 16 images; 2,048 channels on 100 CUs of two
+    # 1,024-thread blocks each: 11 waves
+    fwd, _ = _bn(_batch_norm((32, 2048, 7, 7)))
+    assert dependent_loads(fwd, "AMD", 100) == 1 * 2 * 11
+
+
+def test_the_transform_kernel_of_a_bf16_batch_norm_forward_takes_its_own_rounds() -> None:
+    # batch_norm_elemt_cuda_template: tf = max(getNumThreads(H*W / 4),
+    # min(getNumThreads(H*W), 64)), tb = max(64 / tf, 1); C x min(262,144 / C, ceil(N / tb))
+    # blocks; one round for the channel's parameters, then one per element a thread handles
+    fwd, bwd = _bn(_batch_norm((128, 64, 56, 56)))
+    # 3,136 / 4 = 784 -> tf 512, tb 1, 64 x 128 blocks; 7 elements per thread; 4 blocks of
+    # 512 threads per SM on 132 SMs: ceil(8,192 / 528) = 16 waves of 1 + 7 rounds
+    assert batch_norm_transform(fwd, "NVIDIA", 132) == 16 * (1 + 7)
+    # 7 x 7: tf = max(32, 64) = 64, tb 1, 2,048 x 128 blocks of 64 threads, 32 per SM: 63
+    # waves of one parameter round and one element
+    fwd, _ = _bn(_batch_norm((128, 2048, 7, 7)))
+    assert batch_norm_transform(fwd, "NVIDIA", 132) == 63 * (1 + 1)
+    # 4 x 4 = 16: tf = max(32, min(32, 64)) = 32, tb = 2; 8 images over ceil(8 / 2) = 4
+    # block rows, 16 channels: 64 blocks of 64 threads, one wave; 1 element per thread
+    fwd, _ = _bn(_batch_norm((8, 16, 4, 4)))
+    assert batch_norm_transform(fwd, "NVIDIA", 132) == 1 * (1 + 1)
+    # 8 channels leave 32,768 block rows per channel, more than the 16 images: 16 rows
+    fwd, _ = _bn(_batch_norm((16, 8, 32, 32)))
+    assert batch_norm_transform(fwd, "NVIDIA", 132) == 1 * (1 + 1024 // 256)
+    # not the backward, not fp16 or fp32 (cuDNN's with fp32 weights), not channels-last,
+    # not another vendor's build
+    assert batch_norm_transform(bwd, "NVIDIA", 132) is None
+    half, _ = _bn(_batch_norm((128, 64, 56, 56), torch.float16))
+    assert batch_norm_transform(half, "NVIDIA", 132) is None
+    last, _ = _bn(_batch_norm((128, 64, 56, 56), fmt=torch.channels_last))
+    assert batch_norm_transform(last, "NVIDIA", 132) is None
+    assert batch_norm_transform(fwd, "AMD", 304) is None
+
+
+def test_a_bf16_batch_norm_forward_adds_its_transform_to_its_statistics() -> None:
+    h100 = roofline.get_device("h100")
+    latency = figures(h100).dram_latency()
+    assert latency is not None
+    units = h100.compute_units or 0
+    train = roofline.analyze(_batch_norm((128, 256, 56, 56)), h100)
+    i = next(i for i, op in enumerate(train.trace.ops) if op.name in BATCH_NORM_FORWARD)
+    op = train.trace.ops[i]
+    stats, transform = dependent_loads(op, "NVIDIA", units), batch_norm_transform(
+        op, "NVIDIA", units)
+    assert stats and transform
+    # two kernels one after the other: the statistics' rounds (the launch holds the
+    # first), then the transform's rounds or its bytes at the bandwidth, whichever is longer
+    expected = (stats - 1) * latency.value + max(train.memory_seconds[i],
+                                                 transform * latency.value)
+    assert train.latency_seconds[i] == pytest.approx(expected)
+    assert train.op_seconds[i] >= expected
+    # in evaluation the transform is the only kernel
+    infer = roofline.analyze(_batch_norm((128, 256, 56, 56), train=False), h100)
+    j = next(i for i, op in enumerate(infer.trace.ops) if op.name in BATCH_NORM_FORWARD)
+    assert infer.latency_seconds[j] == pytest.approx(
+        max(infer.memory_seconds[j], (transform - 1) * latency.value))
+    # with bytes_in_flight off neither kernel's rounds are counted
+    off = roofline.analyze(train.trace, h100, bytes_in_flight=False)
+    assert off.latency_seconds[i] == 0
 
 
 def test_a_channels_first_bf16_batch_norm_takes_its_rounds_of_dram_latency() -> None:

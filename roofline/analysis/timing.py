@@ -674,7 +674,8 @@ def _in_flight_seconds(trace: Trace, spec: DeviceSpec, rates: Rates, moved: np.n
     """Each modelled kernel's latency roof (:mod:`roofline.analysis.inflight`): its bytes
     over its bytes in flight per DRAM latency, or the latencies beyond the first that its
     blocks wait on one after another; 0 elsewhere. A note says how many each binds."""
-    seconds, waits = np.zeros(len(trace.ops)), np.zeros(len(trace.ops))
+    n = len(trace.ops)
+    seconds, waits, after = np.zeros(n), np.zeros(n), np.zeros(n)
     latency = rates.figures.dram_latency() if rates.figures is not None else None
     units = spec.compute_units or 0
     if latency is None or not units:
@@ -686,11 +687,19 @@ def _in_flight_seconds(trace: Trace, spec: DeviceSpec, rates: Rates, moved: np.n
         held = inflight.in_flight_bytes(op, units)
         if held:  # an empty grid moves nothing
             seconds[i] = moved[i] * latency.value / held
+        # batch norm's elementwise transform runs after its statistics kernel, so their
+        # times add; it moves the op's bytes, at the bandwidth or its own rounds
+        transform = inflight.batch_norm_transform(op, spec.vendor, units)
         if evaluation and op.name in inflight.BATCH_NORM_FORWARD:
+            if transform:  # the only kernel: the launch overhead holds its first latency
+                after[i] = max(memory[i], (transform - 1) * latency.value)
             continue
         rounds = inflight.dependent_loads(op, spec.vendor, units)
         if rounds:  # the launch overhead holds the first latency
             waits[i] = (rounds - 1) * latency.value
+        if transform:
+            after[i] = max(memory[i], transform * latency.value)
+    waits += after
     held = waits > np.maximum(memory, seconds)
     cudnn = sum(1 for i in np.flatnonzero(held) if trace.ops[i].name in inflight.BATCH_NORM_ALL
                 and trace.ops[i].dtype in inflight.CUDNN_PER_CHANNEL)
@@ -717,9 +726,11 @@ def _in_flight_notes(rates: Rates, latency: Figure, bound: int, rows: int, cudnn
             f"faster than PyTorch's where both were timed)") if cudnn else ""
         rates.note(f"{rows} layer- or batch-norm kernel(s) wait on their loads one after "
                    f"another (a layer norm of few rows; a channels-first batch norm in "
-                   f"training, one block per channel): each block takes at least its rounds "
-                   f"of DRAM latency ({ns} each; roofline.analysis.inflight), a latency roof "
-                   f"more bandwidth does not lower (bytes_in_flight=False: none){cudnn_note}")
+                   f"training, one block per channel, then in bf16 its elementwise "
+                   f"transform, 64 to 512 threads per block and one element per thread at a "
+                   f"time): each block takes at least its rounds of DRAM latency ({ns} each; "
+                   f"roofline.analysis.inflight), a latency roof more bandwidth does not lower "
+                   f"(bytes_in_flight=False: none){cudnn_note}")
 
 
 def _drop_layout(trace: Trace, spec: DeviceSpec, opts: Options, roofs: np.ndarray,
