@@ -320,7 +320,8 @@ def test_a_channels_first_bf16_batch_norm_takes_its_rounds_of_dram_latency() -> 
         "aten.native_batch_norm.default"))
     assert first.op_seconds[fwd] >= (rounds - 1) * latency.value
     assert last.op_seconds[fwd] < 0.2 * (rounds - 1) * latency.value  # streamed instead
-    assert any("batch-norm kernel(s) wait on their loads" in a for a in first.assumptions)
+    assert any("batch-norm or max-pool kernel(s) wait on their loads" in a
+               for a in first.assumptions)
     assert not any("cuDNN's closed NCHW kernels" in a for a in first.assumptions)
 
 
@@ -336,3 +337,30 @@ def test_an_autocast_batch_norm_says_cudnns_kernels_are_given_the_rounds() -> No
     off = roofline.analyze(a.trace, h100, bytes_in_flight=False)
     assert off.op_seconds[fwd] < 0.2 * a.op_seconds[fwd]
     assert not any("cuDNN's closed NCHW kernels" in s for s in off.assumptions)
+
+
+def _max_pool(shape: tuple[int, ...], kernel: int, stride: int, padding: int,
+              fmt: torch.memory_format = torch.contiguous_format) -> OpRecord:
+    pool = torch.nn.MaxPool2d(kernel, stride, padding)
+    x = torch.empty(*shape, dtype=torch.bfloat16, device="meta").to(memory_format=fmt)
+    ops = roofline.trace(pool, x, fake=True).ops
+    return next(op for op in ops if op.name == "aten.max_pool2d_with_indices.default")
+
+
+def test_a_channels_first_max_pool_waits_one_round_per_window_element() -> None:
+    # one thread per output, 256 to a block, loading its window one element at a time:
+    # ResNet's 3 x 3 stride-2 pool over 8 x 64 x 112 x 112 has 8 x 64 x 56 x 56 = 1,605,632
+    # outputs, 6,272 blocks; 132 SMs of eight such blocks take ceil(6,272 / 1,056) = 6 waves
+    # of 9 rounds
+    op = _max_pool((8, 64, 112, 112), 3, 2, 1)
+    assert dependent_loads(op, "NVIDIA", 132) == 6 * 9
+    # a 2 x 2 stride-2 window has the same outputs, and 4 rounds; 16 channels, a quarter
+    # of the blocks (1,568): 2 waves
+    op = _max_pool((8, 64, 112, 112), 2, 2, 0)
+    assert dependent_loads(op, "NVIDIA", 132) == 6 * 4
+    op = _max_pool((8, 16, 112, 112), 2, 2, 0)
+    assert dependent_loads(op, "NVIDIA", 132) == 2 * 4
+    # the channels-last kernel and other vendors' builds are not modelled
+    last = _max_pool((8, 64, 112, 112), 3, 2, 1, torch.channels_last)
+    assert last.channels_last and dependent_loads(last, "NVIDIA", 132) is None
+    assert dependent_loads(_max_pool((8, 64, 112, 112), 3, 2, 1), "AMD", 304) is None

@@ -102,6 +102,16 @@ takes blocks of up to 1,024 threads (``getNumThreads`` from 64), and its reducti
 four elements per thread before folding them (``UNRL``): a round there covers 4,096
 elements of a channel.
 
+Max pooling, channels-first (``DilatedMaxPool2d.cu``, cyyever/pytorch@0d188885a9a2):
+``max_pool_forward_nchw`` runs one thread per output element, 256 to a block, each loading
+its window one element at a time and comparing it before the next: a round per window
+element (the record's FLOPs over its outputs), times the waves of blocks (eight of 256
+threads per SM). On the lent H200, ResNet-50's pool (3 x 3 over 64 channels of 112 x 112)
+went from 0.36 to 0.83 of its measured 0.41 ms at batch 128. Its backward
+(``max_pool_backward_nchw``, one thread per input element looping over the windows that
+hold it) has no rounds here: the windows per element need the kernel size, which the
+backward's record does not carry (0.16 of its measured 1.18 ms there).
+
 Blocks beyond the chip's resident ones (four of 512 threads per SM: 2,048 threads on
 sm_80 and sm_90) run in further waves, each its rounds again. On the lent H200
 (``benchmarks/lent_h200.py``: ResNet-50 at batch 128, bf16) these kernels took 1.5 ms
@@ -286,6 +296,25 @@ def _batch_norm(op: OpRecord, vendor: str, units: int) -> int | None:
     rounds = per_row * math.ceil(n / ty)
     waves = math.ceil(c / (units * (THREADS_PER_SM // block)))
     return rounds * waves
+
+
+#: Threads per block of PyTorch's channels-first max-pool kernels (``BLOCK_THREADS``).
+POOL_THREADS = 256
+MAX_POOL = ("aten.max_pool2d_with_indices.default", "aten.max_pool2d.default")
+
+
+@register_rounds(*MAX_POOL)
+def _max_pool(op: OpRecord, vendor: str, units: int) -> int | None:
+    # DilatedMaxPool2d.cu (cyyever/pytorch@0d188885a9a2): max_pool_forward_nchw runs one
+    # thread per output element, 256 to a block, which loads its window one element at a
+    # time and compares each before the next; the record's FLOPs are one compare per window
+    # element per output (roofline.tracing.formulas), so they give the window
+    out = math.prod(op.output_shapes[0]) if op.output_shapes else 0
+    if vendor != "NVIDIA" or op.channels_last or not op.counted or not out or not units:
+        return None  # the channels-last kernel (a 3-D grid over channels) is another
+    window = op.flops // out
+    waves = math.ceil(math.ceil(out / POOL_THREADS) / (units * (THREADS_PER_SM // POOL_THREADS)))
+    return waves * window
 
 
 #: Blocks an SM holds at once (32 on sm_70, sm_80 and sm_90; 16 on sm_75 and sm_86 and 24

@@ -724,13 +724,14 @@ def _in_flight_notes(rates: Rates, latency: Figure, bound: int, rows: int, cudnn
             f"(autocast's) cuDNN's closed NCHW kernels run: given the rounds of PyTorch's own "
             f"per-channel kernel (public profiles show 512-thread blocks per channel, no "
             f"faster than PyTorch's where both were timed)") if cudnn else ""
-        rates.note(f"{rows} layer- or batch-norm kernel(s) wait on their loads one after "
-                   f"another (a layer norm of few rows; a channels-first batch norm in "
+        rates.note(f"{rows} layer-, batch-norm or max-pool kernel(s) wait on their loads one "
+                   f"after another (a layer norm of few rows; a channels-first batch norm in "
                    f"training, one block per channel, then in bf16 its elementwise "
-                   f"transform, 64 to 512 threads per block and one element per thread at a "
-                   f"time): each block takes at least its rounds of DRAM latency ({ns} each; "
-                   f"roofline.analysis.inflight), a latency roof more bandwidth does not lower "
-                   f"(bytes_in_flight=False: none){cudnn_note}")
+                   f"transform, one element per thread at a time; a channels-first max pool, "
+                   f"one element of its window at a time): each block takes at least its "
+                   f"rounds of DRAM latency ({ns} each; roofline.analysis.inflight), a latency "
+                   f"roof more bandwidth does not lower (bytes_in_flight=False: none)"
+                   f"{cudnn_note}")
 
 
 def _drop_layout(trace: Trace, spec: DeviceSpec, opts: Options, roofs: np.ndarray,

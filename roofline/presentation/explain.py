@@ -139,8 +139,8 @@ def _clause(r: Reasons, bound: str, share: float) -> str:
         return f"{share:.0%} of the {r.src} step is memory-bound ({words})"
     if bound == "latency":
         words = ", ".join(CATEGORY_WORDS.get(k, k) for k in r.categories.get("latency", []))
-        return (f"{share:.0%} waits on DRAM latency ({words} with too few thread blocks to "
-                "keep the memory busy, or too few rows to hide their loads)")
+        return (f"{share:.0%} waits on DRAM latency ({words}: too few thread blocks to "
+                "keep the memory busy, or loads waited on one after another)")
     if bound == "overhead":
         return f"{share:.0%} is launch overhead"
     if bound == "host":
