@@ -11,9 +11,12 @@ import torch.nn.functional as F
 import roofline
 from roofline.analysis.inflight import (
     BATCH_NORM_FORWARD,
+    MAX_POOL_BACKWARD,
     batch_norm_transform,
     dependent_loads,
     in_flight_bytes,
+    max_pool_backward,
+    max_pool_windows,
     num_splits,
 )
 from roofline.hardware.achievable import figures
@@ -364,3 +367,54 @@ def test_a_channels_first_max_pool_waits_one_round_per_window_element() -> None:
     last = _max_pool((8, 64, 112, 112), 3, 2, 1, torch.channels_last)
     assert last.channels_last and dependent_loads(last, "NVIDIA", 132) is None
     assert dependent_loads(_max_pool((8, 64, 112, 112), 3, 2, 1), "AMD", 304) is None
+
+
+def _pool_step(shape: tuple[int, ...], kernel: int | tuple[int, int], stride: int,
+               padding: int, fmt: torch.memory_format = torch.contiguous_format,
+               ) -> roofline.Trace:
+    pool = torch.nn.MaxPool2d(kernel, stride, padding)
+    x = torch.empty(*shape, dtype=torch.bfloat16, device="meta").to(memory_format=fmt)
+    return roofline.trace(lambda x: pool(x).float().sum().backward(),
+                          x.requires_grad_(), fake=True)
+
+
+def _pool_backward(trace: roofline.Trace) -> tuple[int, OpRecord, int | None]:
+    i, op = next((i, op) for i, op in enumerate(trace.ops) if op.name == MAX_POOL_BACKWARD)
+    return i, op, max_pool_windows(trace.ops).get(op.input_ids[2])
+
+
+def test_a_channels_first_max_pool_backward_waits_two_rounds_per_window() -> None:
+    # one thread per input element, 256 to a block, over 8 images x 64 channels x
+    # ceil(112 x 112 / 256) = 49 blocks each: 25,088 blocks, 132 SMs of eight: 24 waves.
+    # A 3 x 3 stride-2 window: a row lies in 3 / 2 windows of output rows on average, a
+    # warp's lanes in up to 2 along the row; two loads (the argmax, then the gradient) each
+    _, op, window = _pool_backward(_pool_step((8, 64, 112, 112), 3, 2, 1))
+    assert window == 9  # found through the indices the forward returned
+    assert max_pool_backward(op, 9, "NVIDIA", 132) == 24 * round(2 * 1.5 * 2)
+    # 2 x 2 stride 2: each element in one window: 2 rounds
+    _, op, window = _pool_backward(_pool_step((8, 64, 112, 112), 2, 2, 0))
+    assert window == 4 and max_pool_backward(op, window, "NVIDIA", 132) == 24 * 2
+    # a window that is not square, the channels-last kernel, another vendor: not modelled
+    _, op, window = _pool_backward(_pool_step((8, 64, 112, 112), (3, 2), 2, 1))
+    assert window == 6 and max_pool_backward(op, window, "NVIDIA", 132) is None
+    _, last, window = _pool_backward(_pool_step((8, 64, 112, 112), 3, 2, 1,
+                                                torch.channels_last))
+    assert window == 9 and max_pool_backward(last, 9, "NVIDIA", 132) is None
+    assert max_pool_backward(op, 9, "AMD", 304) is None
+
+
+def test_a_max_pool_backward_takes_its_rounds_after_the_fill_of_its_gradient() -> None:
+    h100 = roofline.get_device("h100")
+    latency = figures(h100).dram_latency()
+    assert latency is not None and h100.compute_units
+    a = roofline.analyze(_pool_step((128, 64, 112, 112), 3, 2, 1), h100)
+    i, op, window = _pool_backward(a.trace)
+    assert window is not None
+    rounds = max_pool_backward(op, window, "NVIDIA", h100.compute_units)
+    assert rounds
+    # gradInput.zero_() writes the gradient at the op's bandwidth, then the rounds
+    fill = a.memory_seconds[i] * op.bytes_written / op.bytes
+    assert a.latency_seconds[i] == pytest.approx((rounds - 1) * latency.value + fill)
+    assert a.bound[i] == "latency"
+    off = roofline.analyze(a.trace, h100, bytes_in_flight=False)
+    assert off.latency_seconds[i] == 0

@@ -108,9 +108,11 @@ its window one element at a time and comparing it before the next: a round per w
 element (the record's FLOPs over its outputs), times the waves of blocks (eight of 256
 threads per SM). On the lent H200, ResNet-50's pool (3 x 3 over 64 channels of 112 x 112)
 went from 0.36 to 0.83 of its measured 0.41 ms at batch 128. Its backward
-(``max_pool_backward_nchw``, one thread per input element looping over the windows that
-hold it) has no rounds here: the windows per element need the kernel size, which the
-backward's record does not carry (0.16 of its measured 1.18 ms there).
+(``max_pool_backward_nchw``: :func:`max_pool_backward`) runs one thread per input element
+looping over the windows that hold it, two rounds each (the output's argmax index, then
+its gradient where the index names the element), after a fill of the gradient; the
+window comes from the forward whose indices it reads (:func:`max_pool_windows`), as its
+own record holds no kernel size. There it went from 0.16 to 0.81 of its measured 1.18 ms.
 
 Blocks beyond the chip's resident ones (four of 512 threads per SM: 2,048 threads on
 sm_80 and sm_90) run in further waves, each its rounds again. On the lent H200
@@ -315,6 +317,46 @@ def _max_pool(op: OpRecord, vendor: str, units: int) -> int | None:
     window = op.flops // out
     waves = math.ceil(math.ceil(out / POOL_THREADS) / (units * (THREADS_PER_SM // POOL_THREADS)))
     return waves * window
+
+
+MAX_POOL_BACKWARD = "aten.max_pool2d_with_indices_backward.default"
+
+
+def max_pool_windows(ops: list[OpRecord]) -> dict[int, int]:
+    """Each channels-first max pool's window (elements), by the storage id of the indices
+    it returns, which its backward reads: the backward's record holds no kernel size."""
+    out: dict[int, int] = {}
+    for op in ops:
+        if op.name == MAX_POOL[0] and op.counted and len(op.output_ids) > 1 \
+                and op.output_shapes and (n := math.prod(op.output_shapes[0])):
+            out[op.output_ids[1]] = op.flops // n
+    return out
+
+
+def max_pool_backward(op: OpRecord, window: int, vendor: str, units: int) -> int | None:
+    """Loads each block of a channels-first max pool's backward waits on one after another,
+    times its waves, for a square ``window`` of its forward; None where not modelled.
+
+    ``max_pool_backward_nchw`` (``DilatedMaxPool2d.cu``, cyyever/pytorch@0d188885a9a2) runs
+    one thread per input element, 256 to a block, over a grid of the image's plane x the
+    batch x the channels. Each thread loops over the outputs whose windows hold its
+    element, loading the output's argmax index and, where it names the element, then the
+    output's gradient: two rounds per window a warp visits. A row of input elements lies in
+    ``k / s`` windows of the rows above it on average and a warp's lanes along a row in up
+    to ``ceil(k / s)`` each (the stride ``s`` taken as input over output size).
+    ``gradInput.zero_()`` runs before it, a fill of the gradient (added by the analysis).
+    """
+    if vendor != "NVIDIA" or op.channels_last or len(op.input_shapes) < 2 or not units:
+        return None
+    out, x = op.input_shapes[0], op.input_shapes[1]
+    k = math.isqrt(window)
+    if len(x) != 4 or len(out) != 4 or k * k != window or 0 in out or 0 in x:
+        return None  # a non-square window's sides are not known
+    strides = [max(1, round(x[d] / out[d])) for d in (2, 3)]
+    rounds = round(2 * k / strides[0] * math.ceil(k / strides[1]))
+    blocks = math.ceil(x[2] * x[3] / POOL_THREADS) * x[0] * x[1]
+    waves = math.ceil(blocks / (units * (THREADS_PER_SM // POOL_THREADS)))
+    return waves * rounds
 
 
 #: Blocks an SM holds at once (32 on sm_70, sm_80 and sm_90; 16 on sm_75 and sm_86 and 24

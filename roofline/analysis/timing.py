@@ -674,37 +674,52 @@ def _in_flight_seconds(trace: Trace, spec: DeviceSpec, rates: Rates, moved: np.n
     """Each modelled kernel's latency roof (:mod:`roofline.analysis.inflight`): its bytes
     over its bytes in flight per DRAM latency, or the latencies beyond the first that its
     blocks wait on one after another; 0 elsewhere. A note says how many each binds."""
-    n = len(trace.ops)
-    seconds, waits, after = np.zeros(n), np.zeros(n), np.zeros(n)
+    seconds = np.zeros(len(trace.ops))
     latency = rates.figures.dram_latency() if rates.figures is not None else None
     units = spec.compute_units or 0
     if latency is None or not units:
         return seconds
-    # a step with no batch-norm backward ran its batch norms in evaluation (a trace of real
-    # CUDA tensors records the statistics' shapes either way): the elementwise kernel alone
-    evaluation = not any(op.name in inflight.BATCH_NORM_BACKWARD for op in trace.ops)
     for i, op in enumerate(trace.ops):
         held = inflight.in_flight_bytes(op, units)
         if held:  # an empty grid moves nothing
             seconds[i] = moved[i] * latency.value / held
-        # batch norm's elementwise transform runs after its statistics kernel, so their
-        # times add; it moves the op's bytes, at the bandwidth or its own rounds
-        transform = inflight.batch_norm_transform(op, spec.vendor, units)
-        if evaluation and op.name in inflight.BATCH_NORM_FORWARD:
-            if transform:  # the only kernel: the launch overhead holds its first latency
-                after[i] = max(memory[i], (transform - 1) * latency.value)
-            continue
-        rounds = inflight.dependent_loads(op, spec.vendor, units)
-        if rounds:  # the launch overhead holds the first latency
-            waits[i] = (rounds - 1) * latency.value
-        if transform:
-            after[i] = max(memory[i], transform * latency.value)
-    waits += after
+    waits = _waits(trace, spec.vendor, units, latency.value, moved, memory)
     held = waits > np.maximum(memory, seconds)
     cudnn = sum(1 for i in np.flatnonzero(held) if trace.ops[i].name in inflight.BATCH_NORM_ALL
                 and trace.ops[i].dtype in inflight.CUDNN_PER_CHANNEL)
     _in_flight_notes(rates, latency, int((seconds > memory).sum()), int(held.sum()), cudnn)
     return np.maximum(seconds, waits)
+
+
+def _waits(trace: Trace, vendor: str, units: int, latency: float, moved: np.ndarray,
+           memory: np.ndarray) -> np.ndarray:
+    """The DRAM latencies each op's kernels wait one after another, beyond the first (the
+    launch overhead holds it), plus what runs before or after them on the stream."""
+    waits = np.zeros(len(trace.ops))
+    # a step with no batch-norm backward ran its batch norms in evaluation (a trace of real
+    # CUDA tensors records the statistics' shapes either way): the elementwise kernel alone
+    evaluation = not any(op.name in inflight.BATCH_NORM_BACKWARD for op in trace.ops)
+    windows = inflight.max_pool_windows(trace.ops)
+    for i, op in enumerate(trace.ops):
+        if op.name == inflight.MAX_POOL_BACKWARD:
+            window = windows.get(op.input_ids[2]) if len(op.input_ids) > 2 else None
+            rounds = inflight.max_pool_backward(op, window, vendor, units) if window else None
+            if rounds and moved[i]:  # after the fill of the gradient, at the op's bandwidth
+                waits[i] = (rounds - 1) * latency + memory[i] * op.bytes_written / moved[i]
+            continue
+        # batch norm's elementwise transform runs after its statistics kernel, so their
+        # times add; it moves the op's bytes, at the bandwidth or its own rounds
+        transform = inflight.batch_norm_transform(op, vendor, units)
+        if evaluation and op.name in inflight.BATCH_NORM_FORWARD:
+            if transform:  # the only kernel
+                waits[i] = max(memory[i], (transform - 1) * latency)
+            continue
+        rounds = inflight.dependent_loads(op, vendor, units)
+        if rounds:
+            waits[i] = (rounds - 1) * latency
+        if transform:
+            waits[i] += max(memory[i], transform * latency)
+    return waits
 
 
 def _in_flight_notes(rates: Rates, latency: Figure, bound: int, rows: int, cudnn: int,
