@@ -341,9 +341,9 @@ def max_pool_backward(op: OpRecord, window: int, vendor: str, units: int) -> int
     one thread per input element, 256 to a block, over a grid of the image's plane x the
     batch x the channels. Each thread loops over the outputs whose windows hold its
     element, loading the output's argmax index and, where it names the element, then the
-    output's gradient: two rounds per window a warp visits. A row of input elements lies in
-    ``k / s`` windows of the rows above it on average and a warp's lanes along a row in up
-    to ``ceil(k / s)`` each (the stride ``s`` taken as input over output size).
+    output's gradient: two rounds per window a warp visits. An input row lies in the windows
+    of ``k / s`` output rows on average, and a warp's lanes along it in those of up to
+    ``ceil(k / s)`` output columns (the stride ``s`` taken as input over output size).
     ``gradInput.zero_()`` runs before it, a fill of the gradient (added by the analysis).
     """
     if vendor != "NVIDIA" or op.channels_last or len(op.input_shapes) < 2 or not units:
@@ -374,7 +374,7 @@ def batch_norm_transform(op: OpRecord, vendor: str, units: int) -> int | None:
 
     ``batch_norm_transform_input_kernel`` is a kernel of its own after the statistics (in
     training; the only one in evaluation). ``batch_norm_elemt_cuda_template``
-    (``Normalization.cuh``, cyyever/pytorch@0660972b2e90, a fork of pytorch/pytorch's main
+    (``Normalization.cuh``, cyyever/pytorch@0d188885a9a2, a fork of pytorch/pytorch's main
     branch) launches ``C`` x ``min((256*1024) / C, ceil(N / tb))`` blocks of ``tf`` x ``tb``
     threads, ``tf = max(getNumThreads(H*W / 4), min(getNumThreads(H*W), 64))`` and
     ``tb = max(64 / tf, 1)``: 64 to 512 threads. A block loads its channel's weight, bias,
