@@ -279,6 +279,9 @@ def test_the_transform_kernel_of_a_bf16_batch_norm_forward_takes_its_own_rounds(
     assert batch_norm_transform(bwd, "NVIDIA", 132) is None
     half, _ = _bn(_batch_norm((128, 64, 56, 56), torch.float16))
     assert batch_norm_transform(half, "NVIDIA", 132) is None
+    # fp16 runs PyTorch's own kernels with fp16 weights (a .half() model), cuDNN's with fp32
+    assert batch_norm_transform(half, "NVIDIA", 132, "float16") == 16 * (1 + 7)
+    assert batch_norm_transform(half, "NVIDIA", 132, "float32") is None
     last, _ = _bn(_batch_norm((128, 64, 56, 56), fmt=torch.channels_last))
     assert batch_norm_transform(last, "NVIDIA", 132) is None
     assert batch_norm_transform(fwd, "AMD", 304) is None
@@ -418,3 +421,26 @@ def test_a_max_pool_backward_takes_its_rounds_after_the_fill_of_its_gradient() -
     assert a.bound[i] == "latency"
     off = roofline.analyze(a.trace, h100, bytes_in_flight=False)
     assert off.latency_seconds[i] == 0
+
+
+def test_a_half_models_batch_norm_takes_the_transform_and_autocasts_does_not() -> None:
+    # the weight's dtype comes from the trace's storages: fp16 weights (model.half()) run
+    # PyTorch's transform kernel after the statistics; fp32 weights (autocast) run cuDNN's
+    h100 = roofline.get_device("h100")
+    x = torch.empty(128, 64, 56, 56, dtype=torch.float16, device="meta", requires_grad=True)
+    half = torch.nn.BatchNorm2d(64, device="meta").half()
+    fp32 = torch.nn.BatchNorm2d(64, device="meta")
+    traces = [roofline.trace(m, x, train=True, fake=True, loss_fn=lambda y: y.float().sum())
+              for m in (half, fp32)]
+    seconds = []
+    for t in traces:
+        a = roofline.analyze(t, h100)
+        i = next(i for i, op in enumerate(t.ops) if op.name in BATCH_NORM_FORWARD)
+        weight = t.storages[t.ops[i].input_ids[1]].dtype
+        seconds.append((weight, a.latency_seconds[i]))
+    (w_half, s_half), (w_fp32, s_fp32) = seconds
+    assert (w_half, w_fp32) == ("float16", "float32")
+    latency = figures(h100).dram_latency()
+    assert latency is not None
+    # the same statistics' rounds; the transform's 16 waves of 8 rounds on top
+    assert s_half - s_fp32 >= 16 * 8 * latency.value

@@ -65,7 +65,8 @@ element at a time:
 * the forward's statistics (``batch_norm_collect_statistics_kernel``) fold each element
   into a Welford mean and variance before the next: one round per ``512`` elements of a
   channel's ``N*H*W`` (strictly: ``ceil(H*W / threads_x) * ceil(N / threads_y)``);
-* its elementwise transform (``batch_norm_transform_input_kernel``, in bf16 here:
+* its elementwise transform (``batch_norm_transform_input_kernel``: bf16, and fp16 with
+  fp16 weights, the weight's dtype read from the trace's storages;
   :func:`batch_norm_transform`) is another kernel after it, and the only one in evaluation:
   blocks of 64 to 512 threads per channel and slice of the batch, each thread loading one
   element and writing it before the next. Its rounds (or its bytes at the bandwidth, if
@@ -367,10 +368,12 @@ RESIDENT_BLOCKS = 32
 TRANSFORM_BLOCKS, MAX_GRID_SIZE = 256 * 1024, 65535
 
 
-def batch_norm_transform(op: OpRecord, vendor: str, units: int) -> int | None:
+def batch_norm_transform(op: OpRecord, vendor: str, units: int,
+                         weight_dtype: str | None = None) -> int | None:
     """Loads each block of a channels-first batch-norm forward's elementwise transform waits
     on one after another, times its waves, on a GPU of ``vendor`` with ``units`` SMs; None
-    where the kernel is not modelled.
+    where the kernel is not modelled. ``weight_dtype`` is the dtype of the op's weight
+    (its second input) where the trace knows it.
 
     ``batch_norm_transform_input_kernel`` is a kernel of its own after the statistics (in
     training; the only one in evaluation). ``batch_norm_elemt_cuda_template``
@@ -379,13 +382,15 @@ def batch_norm_transform(op: OpRecord, vendor: str, units: int) -> int | None:
     threads, ``tf = max(getNumThreads(H*W / 4), min(getNumThreads(H*W), 64))`` and
     ``tb = max(64 / tf, 1)``: 64 to 512 threads. A block loads its channel's weight, bias,
     mean and inverse deviation, then each thread loads an element and writes it before the
-    next: one round for the parameters and one per element it handles. Modelled for bf16,
-    which PyTorch's own kernels run on NVIDIA GPUs; fp16 runs them only with fp16 weights
-    (cuDNN's otherwise), which the record does not hold, and ROCm's build sizes its blocks
-    differently.
+    next: one round for the parameters and one per element it handles. Modelled where
+    PyTorch's own kernels run on NVIDIA GPUs: bf16, and fp16 with fp16 weights
+    (``_select_batch_norm_backend`` sends fp16 to cuDNN only with fp32 weights, autocast's,
+    and fp32 too, whose closed kernels are given the statistics' rounds alone). ROCm's build
+    sizes its blocks differently.
     """
     x: tuple[int, ...] = tuple(op.input_shapes[0]) if op.input_shapes else ()
-    if vendor != "NVIDIA" or op.name not in BATCH_NORM_FORWARD or op.dtype != "bfloat16" \
+    own = op.dtype == "bfloat16" or (op.dtype == "float16" and weight_dtype == "float16")
+    if vendor != "NVIDIA" or op.name not in BATCH_NORM_FORWARD or not own \
             or op.channels_last or len(x) < 3 or not units or 0 in x:
         return None
     n, c, plane = x[0], x[1], math.prod(x[2:])

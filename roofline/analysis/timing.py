@@ -709,7 +709,9 @@ def _waits(trace: Trace, vendor: str, units: int, latency: float, moved: np.ndar
             continue
         # batch norm's elementwise transform runs after its statistics kernel, so their
         # times add; it moves the op's bytes, at the bandwidth or its own rounds
-        transform = inflight.batch_norm_transform(op, vendor, units)
+        weight = trace.storages.get(op.input_ids[1]) if len(op.input_ids) > 1 else None
+        transform = inflight.batch_norm_transform(op, vendor, units,
+                                                  weight.dtype if weight else None)
         if evaluation and op.name in inflight.BATCH_NORM_FORWARD:
             if transform:  # the only kernel
                 waits[i] = max(memory[i], (transform - 1) * latency)
@@ -741,8 +743,9 @@ def _in_flight_notes(rates: Rates, latency: Figure, bound: int, rows: int, cudnn
             f"faster than PyTorch's where both were timed)") if cudnn else ""
         rates.note(f"{rows} layer-, batch-norm or max-pool kernel(s) wait on their loads one "
                    f"after another (a layer norm of few rows; a channels-first batch norm in "
-                   f"training, one block per channel, then in bf16 its elementwise "
-                   f"transform, one element per thread at a time; a channels-first max pool, "
+                   f"training, one block per channel, then on PyTorch's own kernels its "
+                   f"elementwise transform, one element per thread at a time; a "
+                   f"channels-first max pool, "
                    f"one element of its window at a time): each block takes at least its "
                    f"rounds of DRAM latency ({ns} each; roofline.analysis.inflight), a latency "
                    f"roof more bandwidth does not lower (bytes_in_flight=False: none)"
