@@ -249,6 +249,9 @@ def _layer_norm(op: OpRecord, vendor: str, units: int) -> int | None:
 #: (2,048 on sm_80 and sm_90; fewer on some parts, which then take more waves than counted).
 BATCH_NORM_THREADS = 512
 THREADS_PER_SM = 2048
+#: Blocks an SM holds at once (32 on sm_70, sm_80 and sm_90; 16 on sm_75 and sm_86 and 24
+#: on sm_89, which then take more waves than counted, as with ``THREADS_PER_SM``).
+RESIDENT_BLOCKS = 32
 #: Per build of ``Normalization.cuh``: ``getNumThreads``'s sizes (the last one is
 #: ``MAX_BLOCK_SIZE``) and the elements a thread of the reduction loops loads before it folds
 #: them (``UNRL``, ROCm's only).
@@ -264,6 +267,13 @@ BATCH_NORM_FORWARD = ("aten.native_batch_norm.default",
 BATCH_NORM_BACKWARD = ("aten.native_batch_norm_backward.default",
                        "aten.batch_norm_backward.default")
 BATCH_NORM_ALL = BATCH_NORM_FORWARD + BATCH_NORM_BACKWARD
+
+
+def _waves(blocks: int, threads: int, units: int) -> int:
+    """Waves a grid of ``blocks`` blocks of ``threads`` threads takes on ``units`` SMs, each
+    holding as many as its threads and blocks allow."""
+    resident = min(RESIDENT_BLOCKS, THREADS_PER_SM // threads)
+    return math.ceil(blocks / (units * resident))
 
 
 def _num_threads(n: int, vendor: str = "NVIDIA") -> int:
@@ -297,8 +307,7 @@ def _batch_norm(op: OpRecord, vendor: str, units: int) -> int | None:
     # elementwise loop over the same elements, one load at a time on both builds
     per_row = math.ceil(plane / (tx * unroll)) + (0 if forward else math.ceil(plane / tx))
     rounds = per_row * math.ceil(n / ty)
-    waves = math.ceil(c / (units * (THREADS_PER_SM // block)))
-    return rounds * waves
+    return rounds * _waves(c, block, units)
 
 
 #: Threads per block of PyTorch's channels-first max-pool kernels (``BLOCK_THREADS``).
@@ -306,18 +315,21 @@ POOL_THREADS = 256
 MAX_POOL = ("aten.max_pool2d_with_indices.default", "aten.max_pool2d.default")
 
 
+def _pool_window(op: OpRecord, outputs: int) -> int:
+    """A max pool's window (elements): its FLOPs are one compare per window element per
+    output (roofline.tracing.formulas)."""
+    return op.flops // outputs
+
+
 @register_rounds(*MAX_POOL)
 def _max_pool(op: OpRecord, vendor: str, units: int) -> int | None:
     # DilatedMaxPool2d.cu (cyyever/pytorch@0d188885a9a2): max_pool_forward_nchw runs one
     # thread per output element, 256 to a block, which loads its window one element at a
-    # time and compares each before the next; the record's FLOPs are one compare per window
-    # element per output (roofline.tracing.formulas), so they give the window
+    # time and compares each before the next: a round per window element
     out = math.prod(op.output_shapes[0]) if op.output_shapes else 0
     if vendor != "NVIDIA" or op.channels_last or not op.counted or not out or not units:
         return None  # the channels-last kernel (a 3-D grid over channels) is another
-    window = op.flops // out
-    waves = math.ceil(math.ceil(out / POOL_THREADS) / (units * (THREADS_PER_SM // POOL_THREADS)))
-    return waves * window
+    return _waves(math.ceil(out / POOL_THREADS), POOL_THREADS, units) * _pool_window(op, out)
 
 
 MAX_POOL_BACKWARD = "aten.max_pool2d_with_indices_backward.default"
@@ -330,7 +342,7 @@ def max_pool_windows(ops: list[OpRecord]) -> dict[int, int]:
     for op in ops:
         if op.name == MAX_POOL[0] and op.counted and len(op.output_ids) > 1 \
                 and op.output_shapes and (n := math.prod(op.output_shapes[0])):
-            out[op.output_ids[1]] = op.flops // n
+            out[op.output_ids[1]] = _pool_window(op, n)
     return out
 
 
@@ -356,13 +368,9 @@ def max_pool_backward(op: OpRecord, window: int, vendor: str, units: int) -> int
     strides = [max(1, round(x[d] / out[d])) for d in (2, 3)]
     rounds = round(2 * k / strides[0] * math.ceil(k / strides[1]))
     blocks = math.ceil(x[2] * x[3] / POOL_THREADS) * x[0] * x[1]
-    waves = math.ceil(blocks / (units * (THREADS_PER_SM // POOL_THREADS)))
-    return waves * rounds
+    return _waves(blocks, POOL_THREADS, units) * rounds
 
 
-#: Blocks an SM holds at once (32 on sm_70, sm_80 and sm_90; 16 on sm_75 and sm_86 and 24
-#: on sm_89, which then take more waves than counted, as with ``THREADS_PER_SM``).
-RESIDENT_BLOCKS = 32
 #: The transform kernel's grid: at most this many blocks over all channels before the batch
 #: is looped over (``(256*1024) / C`` per channel), and CUDA's grid-height limit.
 TRANSFORM_BLOCKS, MAX_GRID_SIZE = 256 * 1024, 65535
@@ -398,6 +406,4 @@ def batch_norm_transform(op: OpRecord, vendor: str, units: int,
     tb = max(64 // tf, 1)
     rows = min(max(1, min(TRANSFORM_BLOCKS // c, math.ceil(n / tb))), MAX_GRID_SIZE)
     per_thread = math.ceil(n / (rows * tb)) * math.ceil(plane / tf)
-    resident = min(RESIDENT_BLOCKS, THREADS_PER_SM // (tf * tb))
-    waves = math.ceil(c * rows / (units * resident))
-    return waves * (1 + per_thread)
+    return _waves(c * rows, tf * tb, units) * (1 + per_thread)

@@ -709,7 +709,8 @@ def _waits(trace: Trace, vendor: str, units: int, latency: float, moved: np.ndar
             continue
         # batch norm's elementwise transform runs after its statistics kernel, so their
         # times add; it moves the op's bytes, at the bandwidth or its own rounds
-        weight = trace.storages.get(op.input_ids[1]) if len(op.input_ids) > 1 else None
+        weight = trace.storages.get(op.input_ids[1]) \
+            if op.name in inflight.BATCH_NORM_FORWARD and len(op.input_ids) > 1 else None
         transform = inflight.batch_norm_transform(op, vendor, units,
                                                   weight.dtype if weight else None)
         if evaluation and op.name in inflight.BATCH_NORM_FORWARD:
