@@ -218,6 +218,31 @@ def test_bf16_channels_first_batch_norm_waits_one_round_per_512_elements_of_a_ch
     assert dependent_loads(fwd, "NVIDIA", 100) == 1 * 1 * 6
 
 
+@pytest.mark.parametrize(("cc", "resident"), [(80, 4), (90, 4), (86, 3), (89, 3), (75, 2),
+                                              (87, 4), (None, 4)])
+def test_an_sms_threads_and_block_limit_set_the_waves_by_compute_capability(
+        cc: int | None, resident: int) -> None:
+    # 512-thread blocks: 2,048 threads hold four (sm_80, sm_90), 1,536 three (sm_86,
+    # sm_89), 1,024 two (sm_75); sm_87, which NVIDIA's table does not list, takes sm_80's.
+    # 2,048 channels of 7 x 7 at batch 8 (one round each) on 100 SMs
+    fwd, _ = _bn(_batch_norm((8, 2048, 7, 7)))
+    assert dependent_loads(fwd, "NVIDIA", 100, cc) == -(-2048 // (100 * resident))
+
+
+def test_the_block_limit_binds_small_blocks_where_threads_do_not() -> None:
+    # the transform's blocks on an 8 x 8 plane: tf = max(getNumThreads(16),
+    # min(getNumThreads(64), 64)) = 64 threads, tb = 1, one block per channel of one image.
+    # 2,048 threads hold 32 such blocks (sm_80's limit, 32); 1,536 hold 24, sm_89's limit,
+    # and sm_86's limit of 16 blocks binds before its threads do
+    fwd, _ = _bn(_batch_norm((1, 4096, 8, 8)))
+    per_wave = batch_norm_transform(fwd, "NVIDIA", 1, cc=80)
+    assert per_wave is not None
+    grid = 4096  # one block per channel (one image)
+    rounds = per_wave // -(-grid // 32)
+    assert batch_norm_transform(fwd, "NVIDIA", 1, cc=89) == rounds * -(-grid // 24)
+    assert batch_norm_transform(fwd, "NVIDIA", 1, cc=86) == rounds * -(-grid // 16)
+
+
 @pytest.mark.parametrize("case", ["channels_last", "eval"])
 def test_batch_norms_another_grid_runs_have_no_rounds(case: str) -> None:
     # channels-last takes a 2-D grid; evaluation runs the elementwise transform alone

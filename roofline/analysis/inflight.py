@@ -107,16 +107,19 @@ Max pooling, channels-first (``DilatedMaxPool2d.cu``, cyyever/pytorch@0d188885a9
 ``max_pool_forward_nchw`` runs one thread per output element, 256 to a block, each loading
 its window one element at a time and comparing it before the next: a round per window
 element (the record's FLOPs over its outputs), times the waves of blocks (eight of 256
-threads per SM). On the lent H200, ResNet-50's pool (3 x 3 over 64 channels of 112 x 112)
-went from 0.36 to 0.83 of its measured 0.41 ms at batch 128. Its backward
+threads per SM on sm_80 and sm_90; :data:`RESIDENCY`). On the lent H200, ResNet-50's pool
+(3 x 3 over 64 channels of 112 x 112) went from 0.36 to 0.83 of its measured 0.41 ms at
+batch 128. Its backward
 (``max_pool_backward_nchw``: :func:`max_pool_backward`) runs one thread per input element
 looping over the windows that hold it, two rounds each (the output's argmax index, then
 its gradient where the index names the element), after a fill of the gradient; the
 window comes from the forward whose indices it reads (:func:`max_pool_windows`), as its
 own record holds no kernel size. There it went from 0.16 to 0.81 of its measured 1.18 ms.
 
-Blocks beyond the chip's resident ones (four of 512 threads per SM: 2,048 threads on
-sm_80 and sm_90) run in further waves, each its rounds again. On the lent H200
+Blocks beyond the chip's resident ones run in further waves, each its rounds again: an SM
+holds as many blocks as its threads and its block limit allow, by compute capability in
+NVIDIA's own table (:data:`RESIDENCY`): four of 512 threads on sm_80 and sm_90 (2,048
+threads), three on sm_86 and sm_89 (1,536), two on sm_75 (1,024). On the lent H200
 (``benchmarks/lent_h200.py``: ResNet-50 at batch 128, bf16) these kernels took 1.5 ms
 forward and 2.7 ms backward at 64 channels of 112 x 112, against 0.13 ms each at stream
 bandwidth: 3,200 and 6,400 rounds of DRAM latency.
@@ -133,7 +136,7 @@ from roofline.tracing.records import OpRecord
 
 InFlight = Callable[[OpRecord, int], "float | None"]
 _KERNELS: dict[str, InFlight] = {}
-Rounds = Callable[[OpRecord, str, int], "int | None"]
+Rounds = Callable[[OpRecord, str, int, "int | None"], "int | None"]
 _ROUNDS: dict[str, Rounds] = {}
 F = TypeVar("F", InFlight, Rounds)
 
@@ -178,12 +181,13 @@ def in_flight_bytes(op: OpRecord, compute_units: int | None) -> float | None:
 
 
 def dependent_loads(op: OpRecord, vendor: str, compute_units: int | None = None,
-                    ) -> int | None:
+                    compute_capability: int | None = None) -> int | None:
     """Loads a thread block of ``op``'s GPU kernel waits on one after another (times the
-    waves its blocks take on ``compute_units`` SMs, where that is known), on a GPU of
-    ``vendor``; None when the kernel or the vendor's build of it is not modelled."""
+    waves its blocks take on ``compute_units`` SMs of ``compute_capability``, where that is
+    known), on a GPU of ``vendor``; None when the kernel or the vendor's build of it is not
+    modelled."""
     fn = _ROUNDS.get(op.name)
-    return fn(op, vendor, compute_units or 0) if fn is not None else None
+    return fn(op, vendor, compute_units or 0, compute_capability) if fn is not None else None
 
 
 def num_splits(rows: int, slots: int, n_blocks: int, max_splits: int = 128) -> int:
@@ -224,7 +228,7 @@ def _attention(op: OpRecord, sms: int) -> float | None:
 
 
 @register_rounds(*LAYER_NORM_FORWARD, *LAYER_NORM_BACKWARD)
-def _layer_norm(op: OpRecord, vendor: str, units: int) -> int | None:
+def _layer_norm(op: OpRecord, vendor: str, units: int, cc: int | None = None) -> int | None:
     threads = ROW_THREADS.get(vendor)
     if threads is None:  # no build of the kernel modelled
         return None
@@ -245,13 +249,15 @@ def _layer_norm(op: OpRecord, vendor: str, units: int) -> int | None:
     return 2 * math.ceil(n / (threads * LAYER_NORM_VECTOR))
 
 
-#: Batch norm's threads per block on CUDA (``MAX_BLOCK_SIZE``), and those an SM holds at once
-#: (2,048 on sm_80 and sm_90; fewer on some parts, which then take more waves than counted).
+#: Batch norm's threads per block on CUDA (``MAX_BLOCK_SIZE``).
 BATCH_NORM_THREADS = 512
-THREADS_PER_SM = 2048
-#: Blocks an SM holds at once (32 on sm_70, sm_80 and sm_90; 16 on sm_75 and sm_86 and 24
-#: on sm_89, which then take more waves than counted, as with ``THREADS_PER_SM``).
-RESIDENT_BLOCKS = 32
+#: Threads and thread blocks an SM holds at once, by compute capability: NVIDIA's own table
+#: (``max_threads_per_multiprocessor`` and ``max_blocks_per_multiprocessor`` in
+#: ``cudax/include/cuda/experimental/__device/arch_traits.cuh``, NVIDIA/cccl@0e28ed7cc2f3).
+#: Parts it does not list (sm_52, sm_61, sm_87, Blackwell) and other vendors take sm_80's.
+RESIDENCY: dict[int, tuple[int, int]] = {60: (2048, 32), 70: (2048, 32), 75: (1024, 16),
+                                         80: (2048, 32), 86: (1536, 16), 89: (1536, 24),
+                                         90: (2048, 32)}
 #: Per build of ``Normalization.cuh``: ``getNumThreads``'s sizes (the last one is
 #: ``MAX_BLOCK_SIZE``) and the elements a thread of the reduction loops loads before it folds
 #: them (``UNRL``, ROCm's only).
@@ -269,10 +275,17 @@ BATCH_NORM_BACKWARD = ("aten.native_batch_norm_backward.default",
 BATCH_NORM_ALL = BATCH_NORM_FORWARD + BATCH_NORM_BACKWARD
 
 
-def _waves(blocks: int, threads: int, units: int) -> int:
-    """Waves a grid of ``blocks`` blocks of ``threads`` threads takes on ``units`` SMs, each
-    holding as many as its threads and blocks allow."""
-    resident = min(RESIDENT_BLOCKS, THREADS_PER_SM // threads)
+def residency(compute_capability: int | None) -> tuple[int, int]:
+    """The threads and thread blocks an SM of this compute capability holds at once
+    (:data:`RESIDENCY`; sm_80's where it is not listed or None)."""
+    return RESIDENCY.get(compute_capability or 0, RESIDENCY[80])
+
+
+def _waves(blocks: int, threads: int, units: int, cc: int | None = None) -> int:
+    """Waves a grid of ``blocks`` blocks of ``threads`` threads takes on ``units`` SMs of
+    compute capability ``cc``, each holding as many as its threads and blocks allow."""
+    max_threads, max_blocks = residency(cc)
+    resident = max(1, min(max_blocks, max_threads // threads))
     return math.ceil(blocks / (units * resident))
 
 
@@ -284,7 +297,7 @@ def _num_threads(n: int, vendor: str = "NVIDIA") -> int:
 
 
 @register_rounds(*BATCH_NORM_ALL)
-def _batch_norm(op: OpRecord, vendor: str, units: int) -> int | None:
+def _batch_norm(op: OpRecord, vendor: str, units: int, cc: int | None = None) -> int | None:
     if vendor not in BATCH_NORM_BUILDS:  # no build of the kernels modelled
         return None
     shapes, forward = op.input_shapes, op.name in BATCH_NORM_FORWARD
@@ -307,7 +320,7 @@ def _batch_norm(op: OpRecord, vendor: str, units: int) -> int | None:
     # elementwise loop over the same elements, one load at a time on both builds
     per_row = math.ceil(plane / (tx * unroll)) + (0 if forward else math.ceil(plane / tx))
     rounds = per_row * math.ceil(n / ty)
-    return rounds * _waves(c, block, units)
+    return rounds * _waves(c, block, units, cc)
 
 
 #: Threads per block of PyTorch's channels-first max-pool kernels (``BLOCK_THREADS``).
@@ -322,14 +335,14 @@ def _pool_window(op: OpRecord, outputs: int) -> int:
 
 
 @register_rounds(*MAX_POOL)
-def _max_pool(op: OpRecord, vendor: str, units: int) -> int | None:
+def _max_pool(op: OpRecord, vendor: str, units: int, cc: int | None = None) -> int | None:
     # DilatedMaxPool2d.cu (cyyever/pytorch@0d188885a9a2): max_pool_forward_nchw runs one
     # thread per output element, 256 to a block, which loads its window one element at a
     # time and compares each before the next: a round per window element
     out = math.prod(op.output_shapes[0]) if op.output_shapes else 0
     if vendor != "NVIDIA" or op.channels_last or not op.counted or not out or not units:
         return None  # the channels-last kernel (a 3-D grid over channels) is another
-    return _waves(math.ceil(out / POOL_THREADS), POOL_THREADS, units) * _pool_window(op, out)
+    return _waves(math.ceil(out / POOL_THREADS), POOL_THREADS, units, cc) * _pool_window(op, out)
 
 
 MAX_POOL_BACKWARD = "aten.max_pool2d_with_indices_backward.default"
@@ -346,9 +359,11 @@ def max_pool_windows(ops: list[OpRecord]) -> dict[int, int]:
     return out
 
 
-def max_pool_backward(op: OpRecord, window: int, vendor: str, units: int) -> int | None:
+def max_pool_backward(op: OpRecord, window: int, vendor: str, units: int,
+                      cc: int | None = None) -> int | None:
     """Loads each block of a channels-first max pool's backward waits on one after another,
-    times its waves, for a square ``window`` of its forward; None where not modelled.
+    times its waves on ``units`` SMs of compute capability ``cc``, for a square ``window``
+    of its forward; None where not modelled.
 
     ``max_pool_backward_nchw`` (``DilatedMaxPool2d.cu``, cyyever/pytorch@0d188885a9a2) runs
     one thread per input element, 256 to a block, over a grid of the image's plane x the
@@ -368,7 +383,7 @@ def max_pool_backward(op: OpRecord, window: int, vendor: str, units: int) -> int
     strides = [max(1, round(x[d] / out[d])) for d in (2, 3)]
     rounds = round(2 * k / strides[0] * math.ceil(k / strides[1]))
     blocks = math.ceil(x[2] * x[3] / POOL_THREADS) * x[0] * x[1]
-    return _waves(blocks, POOL_THREADS, units) * rounds
+    return _waves(blocks, POOL_THREADS, units, cc) * rounds
 
 
 #: The transform kernel's grid: at most this many blocks over all channels before the batch
@@ -377,11 +392,11 @@ TRANSFORM_BLOCKS, MAX_GRID_SIZE = 256 * 1024, 65535
 
 
 def batch_norm_transform(op: OpRecord, vendor: str, units: int,
-                         weight_dtype: str | None = None) -> int | None:
+                         weight_dtype: str | None = None, cc: int | None = None) -> int | None:
     """Loads each block of a channels-first batch-norm forward's elementwise transform waits
-    on one after another, times its waves, on a GPU of ``vendor`` with ``units`` SMs; None
-    where the kernel is not modelled. ``weight_dtype`` is the dtype of the op's weight
-    (its second input) where the trace knows it.
+    on one after another, times its waves, on a GPU of ``vendor`` with ``units`` SMs of
+    compute capability ``cc``; None where the kernel is not modelled. ``weight_dtype`` is
+    the dtype of the op's weight (its second input) where the trace knows it.
 
     ``batch_norm_transform_input_kernel`` is a kernel of its own after the statistics (in
     training; the only one in evaluation). ``batch_norm_elemt_cuda_template``
@@ -406,4 +421,4 @@ def batch_norm_transform(op: OpRecord, vendor: str, units: int,
     tb = max(64 // tf, 1)
     rows = min(max(1, min(TRANSFORM_BLOCKS // c, math.ceil(n / tb))), MAX_GRID_SIZE)
     per_thread = math.ceil(n / (rows * tb)) * math.ceil(plane / tf)
-    return _waves(c * rows, tf * tb, units) * (1 + per_thread)
+    return _waves(c * rows, tf * tb, units, cc) * (1 + per_thread)

@@ -683,7 +683,8 @@ def _in_flight_seconds(trace: Trace, spec: DeviceSpec, rates: Rates, moved: np.n
         held = inflight.in_flight_bytes(op, units)
         if held:  # an empty grid moves nothing
             seconds[i] = moved[i] * latency.value / held
-    waits = _waits(trace, spec.vendor, units, latency.value, moved, memory)
+    waits = _waits(trace, spec.vendor, (units, spec.compute_capability), latency.value, moved,
+                   memory)
     held = waits > np.maximum(memory, seconds)
     cudnn = sum(1 for i in np.flatnonzero(held) if trace.ops[i].name in inflight.BATCH_NORM_ALL
                 and trace.ops[i].dtype in inflight.CUDNN_PER_CHANNEL)
@@ -691,10 +692,12 @@ def _in_flight_seconds(trace: Trace, spec: DeviceSpec, rates: Rates, moved: np.n
     return np.maximum(seconds, waits)
 
 
-def _waits(trace: Trace, vendor: str, units: int, latency: float, moved: np.ndarray,
-           memory: np.ndarray) -> np.ndarray:
+def _waits(trace: Trace, vendor: str, sms: tuple[int, int | None], latency: float,
+           moved: np.ndarray, memory: np.ndarray) -> np.ndarray:
     """The DRAM latencies each op's kernels wait one after another, beyond the first (the
-    launch overhead holds it), plus what runs before or after them on the stream."""
+    launch overhead holds it), plus what runs before or after them on the stream, on a GPU
+    of ``vendor`` with ``sms``: its SM count and compute capability."""
+    units, cc = sms
     waits = np.zeros(len(trace.ops))
     # a step with no batch-norm backward ran its batch norms in evaluation (a trace of real
     # CUDA tensors records the statistics' shapes either way): the elementwise kernel alone
@@ -703,7 +706,8 @@ def _waits(trace: Trace, vendor: str, units: int, latency: float, moved: np.ndar
     for i, op in enumerate(trace.ops):
         if op.name == inflight.MAX_POOL_BACKWARD:
             window = windows.get(op.input_ids[2]) if len(op.input_ids) > 2 else None
-            rounds = inflight.max_pool_backward(op, window, vendor, units) if window else None
+            rounds = inflight.max_pool_backward(op, window, vendor, units, cc) if window \
+                else None
             if rounds and moved[i]:  # after the fill of the gradient, at the op's bandwidth
                 waits[i] = (rounds - 1) * latency + memory[i] * op.bytes_written / moved[i]
             continue
@@ -712,12 +716,12 @@ def _waits(trace: Trace, vendor: str, units: int, latency: float, moved: np.ndar
         weight = trace.storages.get(op.input_ids[1]) \
             if op.name in inflight.BATCH_NORM_FORWARD and len(op.input_ids) > 1 else None
         transform = inflight.batch_norm_transform(op, vendor, units,
-                                                  weight.dtype if weight else None)
+                                                  weight.dtype if weight else None, cc)
         if evaluation and op.name in inflight.BATCH_NORM_FORWARD:
             if transform:  # the only kernel
                 waits[i] = max(memory[i], (transform - 1) * latency)
             continue
-        rounds = inflight.dependent_loads(op, vendor, units)
+        rounds = inflight.dependent_loads(op, vendor, units, cc)
         if rounds:
             waits[i] = (rounds - 1) * latency
         if transform:
