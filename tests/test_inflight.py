@@ -218,12 +218,13 @@ def test_bf16_channels_first_batch_norm_waits_one_round_per_512_elements_of_a_ch
     assert dependent_loads(fwd, "NVIDIA", 100) == 1 * 1 * 6
 
 
-@pytest.mark.parametrize(("cc", "resident"), [(80, 4), (90, 4), (86, 3), (89, 3), (75, 2),
-                                              (87, 4), (None, 4)])
+@pytest.mark.parametrize(("cc", "resident"), [(80, 4), (90, 4), (100, 4), (86, 3), (89, 3),
+                                              (120, 3), (75, 2), (87, 4), (None, 4)])
 def test_an_sms_threads_and_block_limit_set_the_waves_by_compute_capability(
         cc: int | None, resident: int) -> None:
-    # 512-thread blocks: 2,048 threads hold four (sm_80, sm_90), 1,536 three (sm_86,
-    # sm_89), 1,024 two (sm_75); sm_87, which NVIDIA's table does not list, takes sm_80's.
+    # 512-thread blocks: 2,048 threads hold four (sm_80, sm_90, sm_100), 1,536 three (sm_86,
+    # sm_89, sm_120), 1,024 two (sm_75); sm_87, which NVIDIA's table does not list, takes
+    # sm_80's.
     # 2,048 channels of 7 x 7 at batch 8 (one round each) on 100 SMs
     fwd, _ = _bn(_batch_norm((8, 2048, 7, 7)))
     assert dependent_loads(fwd, "NVIDIA", 100, cc) == -(-2048 // (100 * resident))

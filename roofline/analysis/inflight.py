@@ -118,11 +118,11 @@ own record holds no kernel size. There it went from 0.16 to 0.81 of its measured
 
 Blocks beyond the chip's resident ones run in further waves, each its rounds again: an SM
 holds as many blocks as its threads and its block limit allow, by compute capability in
-NVIDIA's own table (:data:`RESIDENCY`): four of 512 threads on sm_80 and sm_90 (2,048
-threads), three on sm_86 and sm_89 (1,536), two on sm_75 (1,024). On the lent H200
-(``benchmarks/lent_h200.py``: ResNet-50 at batch 128, bf16) these kernels took 1.5 ms
-forward and 2.7 ms backward at 64 channels of 112 x 112, against 0.13 ms each at stream
-bandwidth: 3,200 and 6,400 rounds of DRAM latency.
+NVIDIA's own table (:data:`RESIDENCY`): four of 512 threads on sm_80, sm_90 and sm_100
+(2,048 threads), three on sm_86, sm_89 and sm_120 (1,536), two on sm_75 (1,024). On the
+lent H200 (``benchmarks/lent_h200.py``: ResNet-50 at batch 128, bf16) these kernels took
+1.5 ms forward and 2.7 ms backward at 64 channels of 112 x 112, against 0.13 ms each at
+stream bandwidth: 3,200 and 6,400 rounds of DRAM latency.
 """
 
 from __future__ import annotations
@@ -253,11 +253,13 @@ def _layer_norm(op: OpRecord, vendor: str, units: int, cc: int | None = None) ->
 BATCH_NORM_THREADS = 512
 #: Threads and thread blocks an SM holds at once, by compute capability: NVIDIA's own table
 #: (``max_threads_per_multiprocessor`` and ``max_blocks_per_multiprocessor`` in
-#: ``cudax/include/cuda/experimental/__device/arch_traits.cuh``, NVIDIA/cccl@0e28ed7cc2f3).
-#: Parts it does not list (sm_52, sm_61, sm_87, Blackwell) and other vendors take sm_80's.
-RESIDENCY: dict[int, tuple[int, int]] = {60: (2048, 32), 70: (2048, 32), 75: (1024, 16),
-                                         80: (2048, 32), 86: (1536, 16), 89: (1536, 24),
-                                         90: (2048, 32)}
+#: ``libcudacxx/include/cuda/__device/arch_traits.h``, NVIDIA/cccl@efee2cf61c8e; sm_103 and
+#: sm_110 take sm_100's there). Parts it does not list (sm_52, sm_87) and other vendors take
+#: sm_80's.
+RESIDENCY: dict[int, tuple[int, int]] = {
+    60: (2048, 32), 61: (2048, 32), 70: (2048, 32), 75: (1024, 16), 80: (2048, 32),
+    86: (1536, 16), 89: (1536, 24), 90: (2048, 32), 100: (2048, 32), 103: (2048, 32),
+    110: (2048, 32), 120: (1536, 32)}
 #: Per build of ``Normalization.cuh``: ``getNumThreads``'s sizes (the last one is
 #: ``MAX_BLOCK_SIZE``) and the elements a thread of the reduction loops loads before it folds
 #: them (``UNRL``, ROCm's only).
