@@ -683,8 +683,7 @@ def _in_flight_seconds(trace: Trace, spec: DeviceSpec, rates: Rates, moved: np.n
         held = inflight.in_flight_bytes(op, units)
         if held:  # an empty grid moves nothing
             seconds[i] = moved[i] * latency.value / held
-    waits = _waits(trace, spec.vendor, (units, spec.compute_capability), latency.value, moved,
-                   memory)
+    waits = _waits(trace, spec, latency.value, moved, memory)
     held = waits > np.maximum(memory, seconds)
     cudnn = sum(1 for i in np.flatnonzero(held) if trace.ops[i].name in inflight.BATCH_NORM_ALL
                 and trace.ops[i].dtype in inflight.CUDNN_PER_CHANNEL)
@@ -692,12 +691,12 @@ def _in_flight_seconds(trace: Trace, spec: DeviceSpec, rates: Rates, moved: np.n
     return np.maximum(seconds, waits)
 
 
-def _waits(trace: Trace, vendor: str, sms: tuple[int, int | None], latency: float,
-           moved: np.ndarray, memory: np.ndarray) -> np.ndarray:
-    """The DRAM latencies each op's kernels wait one after another, beyond the first (the
-    launch overhead holds it), plus what runs before or after them on the stream, on a GPU
-    of ``vendor`` with ``sms``: its SM count and compute capability."""
-    units, cc = sms
+def _waits(trace: Trace, spec: DeviceSpec, latency: float, moved: np.ndarray,
+           memory: np.ndarray) -> np.ndarray:
+    """The DRAM latencies each op's kernels wait one after another on ``spec``, beyond the
+    first (the launch overhead holds it), plus what runs before or after them on the
+    stream."""
+    vendor, units, cc = spec.vendor, spec.compute_units or 0, spec.compute_capability
     waits = np.zeros(len(trace.ops))
     # a step with no batch-norm backward ran its batch norms in evaluation (a trace of real
     # CUDA tensors records the statistics' shapes either way): the elementwise kernel alone
@@ -750,11 +749,10 @@ def _in_flight_notes(rates: Rates, latency: Figure, bound: int, rows: int, cudnn
                    f"after another (a layer norm of few rows; a channels-first batch norm in "
                    f"training, one block per channel, then on PyTorch's own kernels its "
                    f"elementwise transform, one element per thread at a time; a "
-                   f"channels-first max pool, "
-                   f"one element of its window at a time): each block takes at least its "
-                   f"rounds of DRAM latency ({ns} each; roofline.analysis.inflight), a latency "
-                   f"roof more bandwidth does not lower (bytes_in_flight=False: none)"
-                   f"{cudnn_note}")
+                   f"channels-first max pool, one element of its window at a time): each "
+                   f"block takes at least its rounds of DRAM latency ({ns} each; "
+                   f"roofline.analysis.inflight), a latency roof more bandwidth does not "
+                   f"lower (bytes_in_flight=False: none){cudnn_note}")
 
 
 def _drop_layout(trace: Trace, spec: DeviceSpec, opts: Options, roofs: np.ndarray,
