@@ -47,7 +47,7 @@ def _browser() -> tuple[str, str] | str:
 
 
 @pytest.fixture(scope="module")
-def driver() -> Iterator[Any]:
+def driver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     found = _browser()
     if isinstance(found, str):
         if os.environ.get("ROOFLINE_REQUIRE_BROWSER") == "1":
@@ -60,6 +60,9 @@ def driver() -> Iterator[Any]:
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                 "--window-size=1300,1100"):
         options.add_argument(arg)
+    # A profile under pytest's temporary folders, which pytest prunes; left to itself
+    # chromedriver makes one in /tmp per run and leaves it there.
+    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium')}")
     options.binary_location = found[0]
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     d = webdriver.Chrome(service=Service(found[1]), options=options)
