@@ -315,7 +315,8 @@ def _batch_norm(op: OpRecord, vendor: str, units: int, cc: int | None = None) ->
     if not forward and not (op.output_shapes and op.output_shapes[0] == tuple(x)):
         return None  # no input gradient: the reduction kernels, not the fused one
     n, c, plane = x[0], x[1], math.prod(x[2:])
-    block, unroll = BATCH_NORM_BUILDS[vendor][0][-1], BATCH_NORM_BUILDS[vendor][1]
+    sizes, unroll = BATCH_NORM_BUILDS[vendor]
+    block = sizes[-1]  # MAX_BLOCK_SIZE
     tx = _num_threads(plane, vendor)
     ty = max(1, block // tx)
     # the reduction loop (ROCm's folds UNRL loads at a time), then the backward's
